@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# make setup: idempotent toolchain bootstrap.
+#  - uv (pinned) into .tools/uv, using the system Python's pip once;
+#  - .venv with the pinned toolchain from requirements/toolchain.txt;
+#  - .collections/ansible_collections/dflash/deploy -> the checkout, so
+#    ansible, ansible-doc and ansible-playbook resolve dflash.deploy from here;
+#  - the offline stand-in for ansible-test's get-pip bootstrap.
+# A second run with unchanged pins does no network work (stamp file).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+UV_VERSION=0.13.9
+PY=${PYTHON:-python3}
+UV=$ROOT/.tools/uv/bin/uv
+
+if [ ! -x "$UV" ] || [ "$("$UV" --version 2>/dev/null | awk '{print $2}')" != "$UV_VERSION" ]; then
+  echo "setup: installing uv $UV_VERSION into .tools/uv"
+  rm -rf .tools/uv
+  "$PY" -m pip install --quiet --disable-pip-version-check --no-warn-script-location \
+    --target .tools/uv "uv==$UV_VERSION"
+fi
+
+stamp=.venv/.toolchain.sha256
+want=$(sha256sum requirements/toolchain.txt | awk '{print $1}')
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ] || [ ! -x .venv/bin/python ]; then
+  echo "setup: creating .venv and installing requirements/toolchain.txt"
+  [ -x .venv/bin/python ] || "$UV" venv --quiet --python "$PY" .venv
+  "$UV" pip sync --quiet --python .venv/bin/python requirements/toolchain.txt
+  echo "$want" > "$stamp"
+else
+  echo "setup: .venv matches requirements/toolchain.txt (no network needed)"
+fi
+
+# Collection resolution from the checkout (ansible.cfg: collections_path = .collections)
+mkdir -p .collections/ansible_collections/dflash
+ln -sfn ../../.. .collections/ansible_collections/dflash/deploy
+
+# ansible-test's pip bootstrap, offline (HOST-NOTES.md). ansible-test looks for
+# ~/.ansible/test/cache/get_pip_<pip version>.py before downloading it.
+pipver=$(.venv/bin/python - <<'PY'
+import re, pathlib, ansible_test
+root = pathlib.Path(ansible_test.__file__).parent
+src = (root / "_internal" / "python_requirements.py").read_text()
+m = re.search(r"pip='([0-9.]+)'", src)
+print(m.group(1).replace(".", "_") if m else "")
+PY
+)
+if [ -n "$pipver" ]; then
+  mkdir -p "$HOME/.ansible/test/cache"
+  install -m 0644 tools/get_pip_standin.py "$HOME/.ansible/test/cache/get_pip_${pipver}.py"
+fi
+echo "setup: done ($(.venv/bin/ansible --version | head -1))"
