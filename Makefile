@@ -23,6 +23,7 @@ pins: setup
 
 lint: setup
 	$(VENV)/bin/ruff check .
+	PATH=$(CURDIR)/$(VENV)/bin:$$PATH ansible-lint --offline --profile production -q
 
 fixtures: setup
 	$(PY) tests/fixtures/build.py --out $(FIXTURES)
