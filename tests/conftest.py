@@ -53,10 +53,13 @@ def make_venv(tmp_path_factory, fixture_build, uv_bin):
     def _make(requirements, name="venv", no_deps=False, python=sys.executable):
         venv = tmp_path_factory.mktemp(name) / "venv"
         subprocess.run([str(uv_bin), "venv", "--quiet", "--python", python, str(venv)], check=True)
+        # Copies, not uv's default hardlinks/clones from its cache: tests damage
+        # installed files on purpose, and an in-place write through a hardlink
+        # would damage uv's cache (and every later venv made from it).
         if requirements:
             cmd = [
                 str(uv_bin), "pip", "install", "--quiet", "--python", str(venv / "bin" / "python"),
-                "--no-index", "--find-links", str(fixture_build / "wheelhouse"),
+                "--no-index", "--find-links", str(fixture_build / "wheelhouse"), "--link-mode", "copy",
             ]
             if no_deps:
                 cmd.append("--no-deps")

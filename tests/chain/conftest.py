@@ -49,6 +49,7 @@ def uv_env(tmp_path_factory):
     """Environment for uv: a private cache so runs do not depend on ~/.cache."""
     env = dict(os.environ)
     env["UV_CACHE_DIR"] = str(tmp_path_factory.mktemp("uv-cache"))
+    env["UV_LINK_MODE"] = "copy"  # the DFlash overlay writes over installed files
     env.pop("UV_INDEX_URL", None)
     env.pop("PIP_INDEX_URL", None)
     return env
