@@ -8,8 +8,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
-dest=build/sanity/ansible_collections/dflash/deploy
-rm -rf "$dest"
+# Outside the checkout: inside it, ansible-test would find this repo's .git,
+# ask git for the file list, and skip everything under the ignored copy.
+work=${DFLASH_SANITY_DIR:-${TMPDIR:-/tmp}/dflash-sanity}
+dest=$work/ansible_collections/dflash/deploy
+rm -rf "$work"
 mkdir -p "$dest"
 git ls-files -z --cached --others --exclude-standard | .venv/bin/python -c '
 import fnmatch, sys, yaml
