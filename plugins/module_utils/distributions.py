@@ -1,0 +1,263 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2025, dflash.deploy contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Installed distributions of a site-packages directory, read from their
+``*.dist-info`` files with the standard library only (METADATA headers,
+INSTALLER, top_level.txt, RECORD), and the import names that more than one
+distribution claims (``sgl_kernel`` from both ``sgl-kernel`` and
+``sglang-kernel``).
+"""
+
+from __future__ import absolute_import, annotations, division, print_function
+
+__metaclass__ = type
+
+import base64
+import csv
+import hashlib
+import io
+import os
+import re
+
+_NORMALIZE = re.compile(r"[-_.]+")
+_SO_SUFFIX = re.compile(r"\.(cpython-[^.]*|abi3|pypy[^.]*)?\.?(so|pyd)$")
+
+
+def normalize_name(name):
+    """PEP 503 normalized distribution name."""
+    return _NORMALIZE.sub("-", name).lower()
+
+
+def local_tag(version):
+    """'cu130' for '2.11.0+cu130', None without a local part."""
+    if version and "+" in version:
+        return version.split("+", 1)[1]
+    return None
+
+
+def _read_text(path):
+    with open(path, "rb") as fh:
+        return fh.read().decode("utf-8", "replace")
+
+
+def parse_metadata_headers(text):
+    """Header fields of a METADATA/PKG-INFO file: {field: [values]} (body ignored)."""
+    fields = {}
+    last = None
+    for line in text.splitlines():
+        if not line.strip():
+            break
+        if line[0] in " \t" and last is not None:
+            fields[last][-1] += "\n" + line.strip()
+            continue
+        if ":" not in line:
+            continue
+        key, value = line.split(":", 1)
+        last = key.strip()
+        fields.setdefault(last, []).append(value.strip())
+    return fields
+
+
+def parse_record(text):
+    """RECORD rows as (path, hash, size or None)."""
+    rows = []
+    for row in csv.reader(io.StringIO(text)):
+        if not row or not row[0]:
+            continue
+        path = row[0]
+        digest = row[1] if len(row) > 1 else ""
+        size = None
+        if len(row) > 2 and row[2].strip().isdigit():
+            size = int(row[2])
+        rows.append((path, digest, size))
+    return rows
+
+
+def top_level_from_record(paths):
+    names = set()
+    for p in paths:
+        if p.startswith("..") or p.startswith("/"):
+            continue
+        first = p.split("/", 1)[0]
+        if first.endswith((".dist-info", ".egg-info", ".data")) or first in ("__pycache__", ""):
+            continue
+        if "/" in p:
+            names.add(first)
+        elif first.endswith(".py"):
+            names.add(first[:-3])
+        elif _SO_SUFFIX.search(first):
+            names.add(first.split(".", 1)[0])
+    return sorted(names)
+
+
+def read_distribution(site_packages, dist_info):
+    """One distribution's facts; never raises for unreadable or missing files (see ``errors``)."""
+    d = os.path.join(site_packages, dist_info)
+    info = {"dist_info": d, "errors": []}
+    try:
+        fields = parse_metadata_headers(_read_text(os.path.join(d, "METADATA")))
+    except OSError as exc:
+        fields = {}
+        info["errors"].append("METADATA: %s" % (exc.strerror or exc))
+    stem = dist_info[:-len(".dist-info")]
+    fallback_name, _unused, fallback_version = stem.partition("-")
+    info["name"] = (fields.get("Name") or [fallback_name])[0]
+    info["version"] = (fields.get("Version") or [fallback_version or None])[0]
+    info["requires"] = fields.get("Requires-Dist", [])
+    info["requires_python"] = (fields.get("Requires-Python") or [None])[0]
+    try:
+        info["installer"] = _read_text(os.path.join(d, "INSTALLER")).strip() or None
+    except OSError:
+        info["installer"] = None
+    record = []
+    try:
+        record = parse_record(_read_text(os.path.join(d, "RECORD")))
+    except OSError as exc:
+        info["errors"].append("RECORD: %s" % (exc.strerror or exc))
+    except csv.Error as exc:
+        info["errors"].append("RECORD: malformed (%s)" % exc)
+    info["record"] = record
+    top = None
+    try:
+        top = [t.strip() for t in _read_text(os.path.join(d, "top_level.txt")).splitlines() if t.strip()]
+    except OSError:
+        top = None
+    if not top:
+        top = top_level_from_record(p for p, _h, _s in record)
+    info["top_level"] = sorted(set(t.replace("/", ".") for t in top))
+    return info
+
+
+def scan(site_packages):
+    """{normalized name: distribution dict} for every ``*.dist-info`` directory.
+
+    When two dist-info directories have the same normalized name (a broken
+    install), both are kept: the second under ``name#2``.
+    """
+    out = {}
+    try:
+        entries = sorted(os.listdir(site_packages))
+    except OSError as exc:
+        raise ValueError("cannot list %s: %s" % (site_packages, exc.strerror or exc)) from exc
+    for entry in entries:
+        if not entry.endswith(".dist-info"):
+            continue
+        if not os.path.isdir(os.path.join(site_packages, entry)):
+            continue
+        dist = read_distribution(site_packages, entry)
+        key = normalize_name(dist["name"])
+        n = 2
+        base = key
+        while key in out:
+            key = "%s#%d" % (base, n)
+            n += 1
+        out[key] = dist
+    return out
+
+
+def check_files(site_packages, dist, limit=5):
+    """Files a distribution's RECORD lists that are not on disk: dict(missing, broken_symlinks, counts)."""
+    missing = []
+    broken = []
+    n_missing = 0
+    n_broken = 0
+    for path, _h, _s in dist.get("record", ()):
+        full = os.path.normpath(os.path.join(site_packages, path))
+        if os.path.exists(full):
+            continue
+        if os.path.islink(full):
+            n_broken += 1
+            if len(broken) < limit:
+                broken.append(path)
+        else:
+            n_missing += 1
+            if len(missing) < limit:
+                missing.append(path)
+    return {"missing_files": missing, "missing_count": n_missing,
+            "broken_symlinks": broken, "broken_symlink_count": n_broken}
+
+
+def _record_digest_matches(full, digest):
+    algo, _unused, expected = digest.partition("=")
+    if not expected or algo not in hashlib.algorithms_guaranteed:
+        return None
+    h = hashlib.new(algo)
+    try:
+        with open(full, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+    except OSError:
+        return None
+    got = base64.urlsafe_b64encode(h.digest()).rstrip(b"=").decode("ascii")
+    return got == expected
+
+
+def import_owners(site_packages, dists, max_files=20, max_size=1 << 20):
+    """Import names that more than one distribution really shares.
+
+    Returns {import name: {"distributions": [normalized names], "shared_files":
+    n, "on_disk": [owners whose RECORD hashes match the files on disk]}}.
+    Namespace packages (``nvidia``) whose owners only share empty
+    ``__init__.py`` files are not reported.
+    """
+    claims = {}
+    for key, dist in dists.items():
+        for name in dist.get("top_level", ()):
+            claims.setdefault(name, []).append(key)
+    out = {}
+    for name, owners in sorted(claims.items()):
+        if len(owners) < 2:
+            continue
+        files = {}
+        for key in owners:
+            for path, digest, size in dists[key].get("record", ()):
+                if path == name + ".py" or path.startswith(name + "/") or (
+                        "/" not in path and path.startswith(name + ".") and _SO_SUFFIX.search(path)):
+                    if "/__pycache__/" in path:
+                        continue
+                    files.setdefault(path, []).append((key, digest, size))
+        shared = []
+        for path, rows in files.items():
+            if len(set(r[0] for r in rows)) < 2:
+                continue
+            sizes = [r[2] for r in rows if r[2] is not None]
+            if not sizes:
+                try:
+                    sizes = [os.path.getsize(os.path.join(site_packages, path))]
+                except OSError:
+                    sizes = [1]
+            if max(sizes) == 0:
+                continue
+            shared.append(path)
+        if not shared:
+            continue
+        on_disk = []
+        checkable = sorted(shared, key=lambda p: min((r[2] or max_size) for r in files[p]))[:max_files]
+        for key in owners:
+            verdicts = []
+            for path in checkable:
+                for owner, digest, size in files[path]:
+                    if owner == key and (size or 0) <= max_size:
+                        verdicts.append(_record_digest_matches(os.path.join(site_packages, path), digest))
+            if verdicts and all(v is True for v in verdicts):
+                on_disk.append(key)
+        out[name] = {"distributions": sorted(owners), "shared_files": len(shared), "on_disk": on_disk}
+    return out
+
+
+def public_view(dist, detailed=True):
+    """The fields pkg_probe returns for one distribution."""
+    out = {"name": dist["name"], "version": dist["version"]}
+    if detailed:
+        out.update({
+            "installer": dist.get("installer"),
+            "requires": list(dist.get("requires", ())),
+            "top_level": list(dist.get("top_level", ())),
+            "files": len(dist.get("record", ())),
+        })
+        for k in ("missing_files", "missing_count", "broken_symlinks", "broken_symlink_count"):
+            if k in dist:
+                out[k] = dist[k]
+        if dist.get("errors"):
+            out["errors"] = list(dist["errors"])
+    return out

@@ -1,0 +1,513 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2025, dflash.deploy contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Read the parts of an ELF shared object that decide whether it loads.
+
+One ``mmap`` per file and ``struct.unpack_from`` on it: section headers,
+``.dynamic`` (NEEDED, RPATH, RUNPATH, SONAME), ``.dynsym``/``.dynstr``,
+``.gnu.version_r`` (GLIBC_/GLIBCXX_ needs), ``.gnu.version_d`` (versions a
+library provides), the GNU hash table (symbol lookups without reading every
+symbol: real libtorch_cpu.so has about 100k) and the location of
+``.nv_fatbin``.  Nothing here reads more of the file than it needs, so a
+1 GB extension costs a few page faults.  Standard library only.
+"""
+
+from __future__ import absolute_import, annotations, division, print_function
+
+__metaclass__ = type
+
+import mmap
+import os
+import struct
+
+ELF_MAGIC = b"\x7fELF"
+
+SHT_DYNSYM = 11
+SHT_DYNAMIC = 6
+SHT_NOBITS = 8
+SHT_GNU_HASH = 0x6FFFFFF6
+SHT_GNU_VERDEF = 0x6FFFFFFD
+SHT_GNU_VERNEED = 0x6FFFFFFE
+
+DT_NULL = 0
+DT_NEEDED = 1
+DT_SONAME = 14
+DT_RPATH = 15
+DT_RUNPATH = 29
+
+STB_LOCAL = 0
+STB_GLOBAL = 1
+STB_WEAK = 2
+STB_GNU_UNIQUE = 10
+SHN_UNDEF = 0
+VER_FLG_BASE = 0x1
+
+EM_NAMES = {3: "x86", 62: "x86_64", 40: "arm", 183: "aarch64", 21: "ppc64", 22: "s390"}
+
+
+class ElfError(Exception):
+    """A file that cannot be read as an ELF shared object.
+
+    ``kind`` is one of ``unreadable``, ``not_elf``, ``corrupt_elf``.
+    """
+
+    def __init__(self, kind, path, detail):
+        super(ElfError, self).__init__("%s: %s" % (path, detail))
+        self.kind = kind
+        self.path = path
+        self.detail = detail
+
+
+class Section:
+    __slots__ = ("name", "type", "flags", "addr", "offset", "size", "link", "info", "entsize")
+
+    def __init__(self, name, stype, flags, addr, offset, size, link, info, entsize):
+        self.name = name
+        self.type = stype
+        self.flags = flags
+        self.addr = addr
+        self.offset = offset
+        self.size = size
+        self.link = link
+        self.info = info
+        self.entsize = entsize
+
+
+def _guard(method):
+    """Turn low-level decoding errors of a damaged file into ElfError('corrupt_elf')."""
+    def wrapper(self, *args, **kwargs):
+        try:
+            return method(self, *args, **kwargs)
+        except ElfError:
+            raise
+        except (struct.error, IndexError, ValueError, OverflowError, TypeError) as exc:
+            raise ElfError("corrupt_elf", self.path, "malformed %s data (%s)" % (method.__name__, exc)) from exc
+    wrapper.__name__ = method.__name__
+    wrapper.__doc__ = method.__doc__
+    return wrapper
+
+
+def gnu_hash(name):
+    """The GNU hash (dl_new_hash) of a symbol name given as bytes."""
+    h = 5381
+    for c in name:
+        h = (h * 33 + c) & 0xFFFFFFFF
+    return h
+
+
+class ElfFile:
+    """An ELF file mapped read-only; use as a context manager or call close()."""
+
+    def __init__(self, path):
+        self.path = path
+        self._mm = None
+        self._fd = None
+        try:
+            self._fd = os.open(path, os.O_RDONLY)
+            size = os.fstat(self._fd).st_size
+        except OSError as exc:
+            self.close()
+            raise ElfError("unreadable", path, exc.strerror or str(exc)) from exc
+        if size < 16:
+            self.close()
+            raise ElfError("not_elf", path, "file of %d bytes is not an ELF file" % size)
+        try:
+            self._mm = mmap.mmap(self._fd, 0, access=mmap.ACCESS_READ)
+        except (OSError, ValueError) as exc:
+            self.close()
+            raise ElfError("unreadable", path, "cannot map: %s" % exc) from exc
+        self.size = size
+        try:
+            self._parse_header()
+        except ElfError:
+            self.close()
+            raise
+        except (struct.error, IndexError, ValueError, OverflowError) as exc:
+            self.close()
+            raise ElfError("corrupt_elf", path, "malformed ELF header or section table (%s)" % exc) from exc
+        self._dynamic = None
+        self._dynsym = None
+
+    # -- lifecycle -----------------------------------------------------
+    def close(self):
+        if self._mm is not None:
+            self._mm.close()
+            self._mm = None
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    # -- header and sections -------------------------------------------
+    def _corrupt(self, detail):
+        return ElfError("corrupt_elf", self.path, detail)
+
+    def _parse_header(self):
+        mm = self._mm
+        if mm[:4] != ELF_MAGIC:
+            raise ElfError("not_elf", self.path, "no ELF magic (not a shared object)")
+        ei_class = mm[4]
+        ei_data = mm[5]
+        if ei_class not in (1, 2) or ei_data not in (1, 2):
+            raise self._corrupt("bad ELF class/data bytes %d/%d" % (ei_class, ei_data))
+        self.is64 = ei_class == 2
+        e = "<" if ei_data == 1 else ">"
+        self.endian = e
+        if self.is64:
+            hdr = struct.unpack_from(e + "HHIQQQIHHHHHH", mm, 16)
+        else:
+            hdr = struct.unpack_from(e + "HHIIIIIHHHHHH", mm, 16)
+        (self.e_type, self.e_machine, _ver, _entry, self.e_phoff, self.e_shoff, _flags, _ehsize,
+         self.e_phentsize, self.e_phnum, self.e_shentsize, e_shnum, e_shstrndx) = hdr
+        self.machine = EM_NAMES.get(self.e_machine, str(self.e_machine))
+        if self.is64:
+            self._shdr = struct.Struct(e + "IIQQQQIIQQ")
+            self._sym = struct.Struct(e + "IBBHQQ")
+            self._dyn = struct.Struct(e + "qQ")
+        else:
+            self._shdr = struct.Struct(e + "IIIIIIIIII")
+            self._sym = struct.Struct(e + "IIIBBH")
+            self._dyn = struct.Struct(e + "iI")
+        self.sections = []
+        self.by_name = {}
+        if self.e_shoff == 0:
+            raise self._corrupt("no section headers (stripped with sstrip or not a linked object)")
+        if self.e_shentsize < self._shdr.size:
+            raise self._corrupt("section header size %d too small" % self.e_shentsize)
+        if e_shnum == 0 or e_shstrndx == 0xFFFF:
+            # extended numbering: counts live in section 0
+            first = self._read_shdr(0)
+            if e_shnum == 0:
+                e_shnum = first[5]
+            if e_shstrndx == 0xFFFF:
+                e_shstrndx = first[6]
+        if self.e_shoff + e_shnum * self.e_shentsize > self.size:
+            raise self._corrupt("truncated: section headers end at %d, file has %d bytes"
+                                % (self.e_shoff + e_shnum * self.e_shentsize, self.size))
+        raw = [self._read_shdr(i) for i in range(e_shnum)]
+        if e_shstrndx >= e_shnum:
+            raise self._corrupt("section name table index %d out of range" % e_shstrndx)
+        strtab = raw[e_shstrndx]
+        str_off, str_size = strtab[4], strtab[5]
+        if str_off + str_size > self.size:
+            raise self._corrupt("truncated: section name table lies past the end of the file")
+        for r in raw:
+            name_off, stype, flags, addr, offset, size, link, info, _align, entsize = r
+            name = self._cstr(str_off + name_off, str_off + str_size) if name_off < str_size else ""
+            sec = Section(name, stype, flags, addr, offset, size, link, info, entsize)
+            self.sections.append(sec)
+            if name and name not in self.by_name:
+                self.by_name[name] = sec
+            if stype != SHT_NOBITS and stype != 0 and offset + size > self.size:
+                raise self._corrupt("truncated: section %s ends at %d, file has %d bytes"
+                                    % (name or "#%d" % len(self.sections), offset + size, self.size))
+        self.elf_type = {1: "rel", 2: "exec", 3: "dyn", 4: "core"}.get(self.e_type, str(self.e_type))
+
+    def _read_shdr(self, i):
+        # same field order in both classes: name type flags addr offset size link info align entsize
+        return self._shdr.unpack_from(self._mm, self.e_shoff + i * self.e_shentsize)
+
+    def _cstr(self, start, limit=None):
+        mm = self._mm
+        end = mm.find(b"\0", start, limit if limit is not None else self.size)
+        if end < 0:
+            end = limit if limit is not None else self.size
+        return mm[start:end].decode("utf-8", "surrogateescape")
+
+    def section(self, name):
+        return self.by_name.get(name)
+
+    def first_of_type(self, stype):
+        for s in self.sections:
+            if s.type == stype:
+                return s
+        return None
+
+    def section_range(self, name):
+        """(offset, size) of a section's bytes in the file, or None."""
+        s = self.by_name.get(name)
+        if s is None or s.type == SHT_NOBITS:
+            return None
+        return s.offset, s.size
+
+    @property
+    def mm(self):
+        return self._mm
+
+    # -- .dynamic --------------------------------------------------------
+    @_guard
+    def dynamic(self):
+        """dict: needed (list), rpath, runpath, soname (str or None)."""
+        if self._dynamic is not None:
+            return self._dynamic
+        out = {"needed": [], "rpath": None, "runpath": None, "soname": None}
+        dyn = self.first_of_type(SHT_DYNAMIC)
+        if dyn is None:
+            self._dynamic = out
+            return out
+        if dyn.link >= len(self.sections):
+            raise self._corrupt(".dynamic links to a missing string table")
+        strsec = self.sections[dyn.link]
+        s_off, s_end = strsec.offset, strsec.offset + strsec.size
+        entries = []
+        step = self._dyn.size
+        unpack = self._dyn.unpack_from
+        mm = self._mm
+        for pos in range(dyn.offset, dyn.offset + dyn.size - step + 1, step):
+            tag, val = unpack(mm, pos)
+            if tag == DT_NULL:
+                break
+            if tag in (DT_NEEDED, DT_SONAME, DT_RPATH, DT_RUNPATH):
+                if val >= strsec.size:
+                    raise self._corrupt("dynamic entry points past the string table")
+                entries.append((tag, self._cstr(s_off + val, s_end)))
+        for tag, text in entries:
+            if tag == DT_NEEDED:
+                out["needed"].append(text)
+            elif tag == DT_SONAME:
+                out["soname"] = text
+            elif tag == DT_RPATH:
+                out["rpath"] = text
+            else:
+                out["runpath"] = text
+        self._dynamic = out
+        return out
+
+    # -- .dynsym ---------------------------------------------------------
+    def _dynsym_info(self):
+        if self._dynsym is None:
+            sym = self.first_of_type(SHT_DYNSYM)
+            if sym is None:
+                self._dynsym = (None, None)
+            else:
+                if sym.link >= len(self.sections):
+                    raise self._corrupt(".dynsym links to a missing string table")
+                self._dynsym = (sym, self.sections[sym.link])
+        return self._dynsym
+
+    def _sym_fields(self, raw):
+        if self.is64:
+            name, info, _other, shndx, _value, _size = raw
+        else:
+            name, _value, _size, info, _other, shndx = raw
+        return name, info >> 4, info & 0xF, shndx
+
+    def iter_dynsym(self):
+        """Yield (name, binding, type, defined) for every dynamic symbol but the null one."""
+        sym, strsec = self._dynsym_info()
+        if sym is None:
+            return
+        entsize = sym.entsize or self._sym.size
+        if entsize < self._sym.size:
+            raise self._corrupt(".dynsym entry size %d too small" % entsize)
+        s_off, s_end = strsec.offset, strsec.offset + strsec.size
+        mm = self._mm
+        find = mm.find
+        count = sym.size // entsize
+        if entsize == self._sym.size:
+            it = self._sym.iter_unpack(mm[sym.offset + entsize:sym.offset + count * entsize])
+        else:
+            it = (self._sym.unpack_from(mm, sym.offset + i * entsize) for i in range(1, count))
+        for raw in it:
+            name_off, bind, stype, shndx = self._sym_fields(raw)
+            start = s_off + name_off
+            end = find(b"\0", start, s_end)
+            if end < 0:
+                end = s_end
+            yield mm[start:end].decode("utf-8", "surrogateescape"), bind, stype, shndx != SHN_UNDEF
+
+    @_guard
+    def undefined_symbols(self, include_weak=False):
+        """Names of symbols this object needs from others (weak ones only if asked)."""
+        out = []
+        for name, bind, _t, defined in self.iter_dynsym():
+            if defined or not name:
+                continue
+            if bind == STB_WEAK and not include_weak:
+                continue
+            out.append(name)
+        return out
+
+    @_guard
+    def defined_symbols(self):
+        """Set of exported (global, weak or unique) defined dynamic symbol names."""
+        return set(name for name, bind, _t, defined in self.iter_dynsym()
+                   if defined and bind in (STB_GLOBAL, STB_WEAK, STB_GNU_UNIQUE))
+
+    # -- GNU hash lookups ------------------------------------------------
+    def _gnu_hash_table(self):
+        cached = getattr(self, "_gh", None)
+        if cached is not None:
+            return cached
+        sec = self.first_of_type(SHT_GNU_HASH)
+        sym, strsec = self._dynsym_info()
+        if sec is None or sym is None:
+            self._gh = False
+            return False
+        e = self.endian
+        mm = self._mm
+        nbuckets, symoffset, bloom_size, bloom_shift = struct.unpack_from(e + "4I", mm, sec.offset)
+        wordsize = 8 if self.is64 else 4
+        bloom_off = sec.offset + 16
+        buckets_off = bloom_off + bloom_size * wordsize
+        chain_off = buckets_off + nbuckets * 4
+        if nbuckets == 0 or bloom_size == 0 or chain_off > sec.offset + sec.size:
+            raise self._corrupt(".gnu.hash header out of range")
+        self._gh = (nbuckets, symoffset, bloom_size, bloom_shift, wordsize * 8, bloom_off,
+                    buckets_off, chain_off, sec.offset + sec.size, sym, strsec)
+        return self._gh
+
+    def has_gnu_hash(self):
+        return bool(self._gnu_hash_table())
+
+    @_guard
+    def lookup_defined(self, names):
+        """Subset of ``names`` (str) that this object exports as defined symbols.
+
+        Uses the GNU hash table like the dynamic loader does; falls back to
+        reading every symbol when the object has none.
+        """
+        table = self._gnu_hash_table()
+        if not table:
+            exported = self.defined_symbols()
+            return set(n for n in names if n in exported)
+        (nbuckets, symoffset, bloom_size, bloom_shift, bits, bloom_off, buckets_off,
+         chain_off, hash_end, sym, strsec) = table
+        e = self.endian
+        mm = self._mm
+        word_fmt = e + ("Q" if bits == 64 else "I")
+        u32 = struct.Struct(e + "I")
+        entsize = sym.entsize or self._sym.size
+        s_off, s_end = strsec.offset, strsec.offset + strsec.size
+        found = set()
+        for name in names:
+            bname = name.encode("utf-8", "surrogateescape")
+            h = gnu_hash(bname)
+            word = struct.unpack_from(word_fmt, mm, bloom_off + ((h // bits) % bloom_size) * (bits // 8))[0]
+            mask = (1 << (h % bits)) | (1 << ((h >> bloom_shift) % bits))
+            if word & mask != mask:
+                continue
+            idx = u32.unpack_from(mm, buckets_off + (h % nbuckets) * 4)[0]
+            if idx < symoffset:
+                continue
+            hv = h | 1
+            while True:
+                cpos = chain_off + (idx - symoffset) * 4
+                if cpos + 4 > hash_end:
+                    break
+                h2 = u32.unpack_from(mm, cpos)[0]
+                if (h2 | 1) == hv:
+                    raw = self._sym.unpack_from(mm, sym.offset + idx * entsize)
+                    name_off, bind, _t, shndx = self._sym_fields(raw)
+                    start = s_off + name_off
+                    if (shndx != SHN_UNDEF and mm[start:start + len(bname)] == bname
+                            and start + len(bname) < s_end and mm[start + len(bname)] == 0
+                            and bind in (STB_GLOBAL, STB_WEAK, STB_GNU_UNIQUE)):
+                        found.add(name)
+                        break
+                if h2 & 1:
+                    break
+                idx += 1
+        return found
+
+    # -- symbol versions -------------------------------------------------
+    @_guard
+    def version_needs(self):
+        """{library file name: [version names]} from .gnu.version_r."""
+        sec = self.first_of_type(SHT_GNU_VERNEED)
+        out = {}
+        if sec is None:
+            return out
+        if sec.link >= len(self.sections):
+            raise self._corrupt(".gnu.version_r links to a missing string table")
+        strsec = self.sections[sec.link]
+        s_off, s_end = strsec.offset, strsec.offset + strsec.size
+        e = self.endian
+        mm = self._mm
+        pos = sec.offset
+        end = sec.offset + sec.size
+        for _i in range(sec.info or 1 << 16):
+            if pos + 16 > end:
+                raise self._corrupt(".gnu.version_r entry past the section end")
+            _ver, cnt, file_off, aux, nxt = struct.unpack_from(e + "HHIII", mm, pos)
+            fname = self._cstr(s_off + file_off, s_end)
+            versions = out.setdefault(fname, [])
+            apos = pos + aux
+            for _j in range(cnt):
+                if apos + 16 > end:
+                    raise self._corrupt(".gnu.version_r aux entry past the section end")
+                _h, _fl, _other, name_off, anext = struct.unpack_from(e + "IHHII", mm, apos)
+                versions.append(self._cstr(s_off + name_off, s_end))
+                if anext == 0:
+                    break
+                apos += anext
+            if nxt == 0:
+                break
+            pos += nxt
+        return out
+
+    @_guard
+    def version_defs(self):
+        """Set of version names this library defines (.gnu.version_d), without its base entry."""
+        sec = self.first_of_type(SHT_GNU_VERDEF)
+        out = set()
+        if sec is None:
+            return out
+        if sec.link >= len(self.sections):
+            raise self._corrupt(".gnu.version_d links to a missing string table")
+        strsec = self.sections[sec.link]
+        s_off, s_end = strsec.offset, strsec.offset + strsec.size
+        e = self.endian
+        mm = self._mm
+        pos = sec.offset
+        end = sec.offset + sec.size
+        for _i in range(sec.info or 1 << 16):
+            if pos + 20 > end:
+                raise self._corrupt(".gnu.version_d entry past the section end")
+            _v, flags, _ndx, cnt, _h, aux, nxt = struct.unpack_from(e + "HHHHIII", mm, pos)
+            if cnt and not flags & VER_FLG_BASE:
+                if pos + aux + 8 > end:
+                    raise self._corrupt(".gnu.version_d aux entry past the section end")
+                name_off = struct.unpack_from(e + "I", mm, pos + aux)[0]
+                out.add(self._cstr(s_off + name_off, s_end))
+            if nxt == 0:
+                break
+            pos += nxt
+        return out
+
+
+def is_elf(path):
+    """True when the file starts with the ELF magic (cheap pre-filter)."""
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(4) == ELF_MAGIC
+    except OSError:
+        return False
+
+
+def read_summary(path):
+    """Everything abi_check needs from one file, as a plain dict.
+
+    Raises ElfError for unreadable, non-ELF, truncated or corrupt files.
+    """
+    with ElfFile(path) as elf:
+        try:
+            dyn = elf.dynamic()
+            return {
+                "path": path,
+                "machine": elf.machine,
+                "class": 64 if elf.is64 else 32,
+                "soname": dyn["soname"],
+                "needed": list(dyn["needed"]),
+                "rpath": dyn["rpath"],
+                "runpath": dyn["runpath"],
+                "version_needs": elf.version_needs(),
+            }
+        except (struct.error, IndexError, ValueError) as exc:
+            raise ElfError("corrupt_elf", path, "malformed dynamic section (%s)" % exc) from exc

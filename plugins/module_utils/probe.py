@@ -1,0 +1,133 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2025, dflash.deploy contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""pkg_probe's logic: what is installed in a venv and whether the GPUs work."""
+
+from __future__ import absolute_import, annotations, division, print_function
+
+__metaclass__ = type
+
+import time
+
+from ansible_collections.dflash.deploy.plugins.module_utils import distributions as D
+from ansible_collections.dflash.deploy.plugins.module_utils import gpu as G
+from ansible_collections.dflash.deploy.plugins.module_utils.imports import import_many, service_env
+from ansible_collections.dflash.deploy.plugins.module_utils.requirements import check as check_requirements
+from ansible_collections.dflash.deploy.plugins.module_utils.torch_facts import torch_facts
+from ansible_collections.dflash.deploy.plugins.module_utils.venv import locate
+
+
+def probe_distributions(venv_info, only=None, uv=None):
+    """distributions, import_owners, unsatisfied, requirements_check, torch, problems."""
+    site = venv_info["site_packages"]
+    dists = D.scan(site)
+    wanted = set(D.normalize_name(n) for n in only) if only else None
+    problems = []
+    out_dists = {}
+    for key, dist in dists.items():
+        detailed = wanted is None or key.split("#", 1)[0] in wanted
+        if detailed:
+            dist.update(D.check_files(site, dist))
+            if dist["missing_count"] or dist["broken_symlink_count"]:
+                problems.append("%s %s: RECORD lists %d missing file(s) and %d broken symlink(s), e.g. %s" % (
+                    dist["name"], dist["version"], dist["missing_count"], dist["broken_symlink_count"],
+                    (dist["missing_files"] + dist["broken_symlinks"])[0]))
+        for err in dist.get("errors", ()):
+            problems.append("%s: %s" % (dist["dist_info"], err))
+        if "#" in key:
+            problems.append("%s is installed more than once (%s)" % (dist["name"], dist["dist_info"]))
+        out_dists[key] = D.public_view(dist, detailed)
+    owners = D.import_owners(site, dists)
+    for name, entry in owners.items():
+        problems.append("import %s is owned by %s; files on disk match %s" % (
+            name, ", ".join(entry["distributions"]), ", ".join(entry["on_disk"]) or "neither RECORD"))
+    req = check_requirements(dists, venv_info.get("python_version"), uv=uv,
+                             python=venv_info["python"] if venv_info.get("python_exists") else None)
+    if req["error"]:
+        problems.append(req["error"])
+    torch = torch_facts(site, dists)
+    if torch and torch.get("problems"):
+        problems.extend("torch: %s" % p for p in torch["problems"])
+    return {
+        "distributions": out_dists,
+        "import_owners": dict((k, v["distributions"]) for k, v in owners.items()),
+        "import_owners_detail": owners,
+        "unsatisfied": req["unsatisfied"],
+        "requirements_check": {"method": req["method"], "error": req["error"]},
+        "torch": torch,
+        "problems": problems,
+    }
+
+
+def probe_gpus(nvidia_smi, smoke=False, dev_dir="/dev", python=None, env=None, smi_timeout=15, smoke_timeout=30):
+    """dict: gpus (list), driver_version, reason (why there are none), errors, device_nodes, smoke_test."""
+    facts = G.nvidia_smi_facts(nvidia_smi, smi_timeout, env)
+    gpus = facts["gpus"]
+    out = {"gpus": gpus, "driver_version": facts["driver_version"], "reason": facts["reason"],
+           "errors": facts["errors"]}
+    out["device_nodes"] = G.device_nodes(dev_dir, [g["index"] for g in gpus if isinstance(g["index"], int)])
+    if out["reason"] and not out["device_nodes"]["nvidiactl"]:
+        out["reason"] += "; %s is missing (no device nodes: driver not loaded or not passed into the container)" \
+            % out["device_nodes"]["missing"][0]
+    if not smoke:
+        return out
+    listing = G.list_driver_devices(python, timeout=smoke_timeout, env=env)
+    out["cuda_driver_version"] = listing.get("cuda_driver_version")
+    results = []
+    if not listing.get("ok"):
+        out["smoke_test"] = {"ok": False, "step": listing.get("step"), "error": listing.get("error"),
+                             "gpus": []}
+        if not gpus and not out["reason"]:
+            out["reason"] = "CUDA driver: %s failed: %s" % (listing.get("step"), listing.get("error"))
+        elif not gpus:
+            out["reason"] += "; CUDA driver: %s failed: %s" % (listing.get("step"), listing.get("error"))
+        return out
+    devices = listing.get("devices", [])
+    by_bus = dict((G.bus_key(g.get("pci_bus_id")), g) for g in gpus)
+    targets = []
+    for i, dev in enumerate(devices):
+        smi = by_bus.get(G.bus_key(dev.get("pci_bus_id")))
+        targets.append((i, dev, smi))
+    tested = G.smoke_test([t[0] for t in targets], python, smoke_timeout, env)
+    for i, dev, smi in targets:
+        res = tested[i]
+        entry = {"cuda_ordinal": i, "name": dev.get("name"), "compute_capability": dev.get("compute_capability"),
+                 "pci_bus_id": dev.get("pci_bus_id"), "index": smi["index"] if smi else None,
+                 "ok": bool(res.get("ok")), "step": res.get("step"), "error": res.get("error"),
+                 "seconds": res.get("seconds")}
+        if smi is not None:
+            smi["smoke_test"] = entry
+        else:
+            entry["note"] = "not listed by nvidia-smi"
+        results.append(entry)
+    failed = [r for r in results if not r["ok"]]
+    out["smoke_test"] = {"ok": bool(results) and not failed, "gpus": results,
+                         "error": "; ".join("GPU %s (%s): %s at %s" % (
+                             r["index"] if r["index"] is not None else r["cuda_ordinal"], r["pci_bus_id"],
+                             r["error"], r["step"]) for r in failed) or None}
+    return out
+
+
+def probe(venv, imports=(), gpus=False, smoke=False, only=None, environment=None, uv=None, nvidia_smi=None,
+          dev_dir="/dev", import_timeout=120, smoke_timeout=30):
+    """The whole pkg_probe result (raises VenvError for a missing or non-venv path)."""
+    t0 = time.monotonic()
+    v = locate(venv)
+    result = {"python": {"executable": v["python"], "version": v["python_version"], "exists": v["python_exists"]},
+              "site_packages": v["site_packages"]}
+    result.update(probe_distributions(v, only, uv))
+    env = service_env(environment)
+    if imports:
+        if v["python_exists"]:
+            result["imports"] = import_many(v["python"], imports, timeout=import_timeout, env=env)
+        else:
+            result["imports"] = dict((n, {"ok": False, "version": None, "seconds": 0.0,
+                                          "error": "venv interpreter %s is missing or a broken link" % v["python"]})
+                                     for n in imports)
+    else:
+        result["imports"] = {}
+    if gpus or smoke:
+        result["gpu"] = probe_gpus(nvidia_smi, smoke, dev_dir, None, env, smoke_timeout=smoke_timeout)
+        result["gpus"] = result["gpu"]["gpus"]
+    result["elapsed"] = round(time.monotonic() - t0, 3)
+    return result

@@ -1,0 +1,127 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2025, dflash.deploy contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Unsatisfied requirements, pip-check style.
+
+Specifiers and markers (PEP 440/508) are evaluated by ``packaging`` when it
+imports here, else by ``uv pip check``; never by a hand-written parser.  When
+neither is available the result says so instead of guessing.
+"""
+
+from __future__ import absolute_import, annotations, division, print_function
+
+__metaclass__ = type
+
+import re
+import subprocess
+import traceback
+
+try:
+    from packaging.markers import default_environment
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.version import InvalidVersion, Version
+    HAS_PACKAGING = True
+    PACKAGING_IMPORT_ERROR = None
+except ImportError:  # pragma: no cover - depends on the host
+    HAS_PACKAGING = False
+    PACKAGING_IMPORT_ERROR = traceback.format_exc()
+
+from ansible_collections.dflash.deploy.plugins.module_utils.distributions import normalize_name
+
+
+def marker_environment(python_version=None):
+    """packaging's marker environment for this host, with the venv's Python version."""
+    env = dict(default_environment())
+    if python_version:
+        parts = python_version.split(".")
+        env["python_version"] = ".".join(parts[:2])
+        env["python_full_version"] = python_version
+        env["implementation_version"] = python_version
+    env["extra"] = ""
+    return env
+
+
+def check_with_packaging(dists, python_version=None):
+    """List of unsatisfied requirements over ``dists`` (normalized name -> dict from distributions.scan)."""
+    env = marker_environment(python_version)
+    installed = {}
+    for key, dist in dists.items():
+        installed.setdefault(key.split("#", 1)[0], dist["version"])
+    out = []
+    for _key, dist in sorted(dists.items()):
+        for text in dist.get("requires", ()):
+            try:
+                req = Requirement(text)
+            except InvalidRequirement as exc:
+                out.append({"distribution": dist["name"], "version": dist["version"], "requirement": text,
+                            "installed": None, "problem": "invalid requirement: %s" % exc})
+                continue
+            if req.marker is not None:
+                try:
+                    if not req.marker.evaluate(env):
+                        continue
+                except Exception as exc:  # undefined marker variables and the like
+                    out.append({"distribution": dist["name"], "version": dist["version"], "requirement": text,
+                                "installed": None, "problem": "marker not evaluable: %s" % exc})
+                    continue
+            have = installed.get(normalize_name(req.name))
+            if have is None:
+                out.append({"distribution": dist["name"], "version": dist["version"], "requirement": str(req),
+                            "installed": None, "problem": "missing"})
+                continue
+            if not req.specifier:
+                continue
+            try:
+                ok = req.specifier.contains(Version(have), prereleases=True)
+            except InvalidVersion:
+                ok = req.specifier.contains(have, prereleases=True)
+            if not ok:
+                out.append({"distribution": dist["name"], "version": dist["version"], "requirement": str(req),
+                            "installed": have, "problem": "conflict"})
+    return out
+
+
+_UV_CONFLICT = re.compile(r"The package `([^`]+)` requires `([^`]+)`, but `([^`]+)` is installed")
+_UV_MISSING = re.compile(r"The package `([^`]+)` requires `([^`]+)`, but it's not installed")
+
+
+def parse_uv_check(text, dists):
+    versions = dict((normalize_name(d["name"]), d["version"]) for d in dists.values())
+    out = []
+    for line in text.splitlines():
+        m = _UV_CONFLICT.search(line)
+        if m:
+            out.append({"distribution": m.group(1), "version": versions.get(normalize_name(m.group(1))),
+                        "requirement": m.group(2), "installed": m.group(3), "problem": "conflict"})
+            continue
+        m = _UV_MISSING.search(line)
+        if m:
+            out.append({"distribution": m.group(1), "version": versions.get(normalize_name(m.group(1))),
+                        "requirement": m.group(2), "installed": None, "problem": "missing"})
+    return out
+
+
+def check_with_uv(uv, python, dists, timeout=60):
+    """(unsatisfied list, error or None) from ``uv pip check --python <python>``."""
+    try:
+        proc = subprocess.run([uv, "pip", "check", "--python", python], stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, timeout=timeout, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return [], "uv pip check could not run: %s" % exc
+    text = proc.stdout.decode("utf-8", "replace")
+    found = parse_uv_check(text, dists)
+    if proc.returncode not in (0, 1) or (proc.returncode == 1 and not found and "requires" not in text):
+        return found, "uv pip check failed (rc %d): %s" % (proc.returncode, text.strip().splitlines()[-1:] or "")
+    return found, None
+
+
+def check(dists, python_version=None, uv=None, python=None):
+    """dict: method ('packaging'|'uv'|None), unsatisfied (list), error (str or None)."""
+    if HAS_PACKAGING:
+        return {"method": "packaging", "unsatisfied": check_with_packaging(dists, python_version), "error": None}
+    if uv and python:
+        found, err = check_with_uv(uv, python, dists)
+        return {"method": "uv", "unsatisfied": found, "error": err}
+    return {"method": None, "unsatisfied": [],
+            "error": "requirements not checked: the Python package 'packaging' is not importable by the module's "
+                     "interpreter and uv was not found"}

@@ -1,0 +1,335 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2025, dflash.deploy contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: abi_check
+short_description: Decide statically whether compiled Python extensions will load and run in a venv
+version_added: "1.0.0"
+description:
+  - For every ELF file of the named packages (default C(sgl_kernel)), decides from the files alone whether it
+    will load and run, reading only section headers, C(.dynamic), C(.dynsym)/C(.dynstr), C(.gnu.version_r) and
+    C(.nv_fatbin) with C(mmap) (real libtorch libraries are hundreds of MB; the whole check takes well under a
+    second).
+  - Every DT_NEEDED is resolved the way the dynamic loader would after C(import torch) - already loaded
+    libraries (torch/lib and the CUDA libraries torch loads or preloads from the venv's C(nvidia/*/lib)), the
+    file's RPATH/RUNPATH with C($ORIGIN), C(LD_LIBRARY_PATH) from O(environment), then the system's ld.so cache
+    and default directories (or O(system_root) / O(system_library_dirs)). A missing C(libcuda.so.1) is its own
+    finding kind (C(driver_missing)).
+  - The CUDA major the extension was built for (from the cudart/cublas/cublasLt/nvrtc SONAMEs) is compared with
+    torch's; undefined C(c10::)/C(at::)/C(torch::) symbols are looked up in the installed torch libraries; the
+    SM architectures in C(.nv_fatbin) are matched against the GPUs' compute capabilities; GLIBC/GLIBCXX
+    versions required are matched against the libraries that will provide them.
+  - Libraries are not all equal. C(sgl_kernel) loads C(sm90/common_ops) (compute capability 9.0) or
+    C(sm100/common_ops) (others) at import; a problem there is an error. C(flash_ops), C(flashmla_ops) and
+    C(spatial_ops) load lazily per feature; a problem there is a warning unless O(features) or
+    O(attention_backend) says the server uses that feature. The other C(common_ops) is never loaded on these
+    GPUs (info).
+  - Never changes anything; C(changed) is always false.
+author:
+  - dflash.deploy contributors (@dflash)
+options:
+  venv:
+    description: Path of the virtual environment to check.
+    type: path
+    required: true
+  packages:
+    description: Import packages or distribution names whose ELF files to check.
+    type: list
+    elements: str
+    default: [sgl_kernel]
+  gpu_compute_capabilities:
+    description:
+      - Compute capabilities of the GPUs the service will use, such as C(12.0).
+      - When not set they are read from C(nvidia-smi); when none are found the architecture check is skipped
+        and a finding (C(arch_check_skipped)) says so.
+    type: list
+    elements: str
+  environment:
+    description:
+      - Environment variables the service will run with. C(LD_LIBRARY_PATH) is used in library resolution;
+        all of them are set for O(import_test).
+    type: dict
+    default: {}
+  system_root:
+    description:
+      - Root of the tree that provides "the system" libraries (its C(etc/ld.so.cache), else its
+        C(ld.so.conf) directories, then the default directories), for checking a venv meant for another host.
+    type: path
+    default: /
+  system_library_dirs:
+    description:
+      - Explicit list of system library directories to search, in order, instead of an ld.so cache.
+    type: list
+    elements: path
+  features:
+    description:
+      - Features the server will use whose libraries load lazily, making their findings errors.
+      - Known names are C(fa3) or C(flash_attn) (C(flash_ops)), C(flashmla) (C(flashmla_ops)) and C(spatial)
+        (C(spatial_ops)).
+    type: list
+    elements: str
+    default: []
+  attention_backend:
+    description:
+      - The server's C(--attention-backend). C(fa3) requires C(flash_ops), C(flashmla) requires
+        C(flashmla_ops); others (C(flashinfer), C(triton)) need no lazily loaded C(sgl_kernel) library.
+    type: str
+  import_test:
+    description:
+      - Also import each package with the venv's interpreter in a subprocess with O(environment), as a second
+        opinion. A failed import is an error finding (C(import_failed)).
+    type: bool
+    default: false
+  import_timeout:
+    description: Seconds the import test may take.
+    type: int
+    default: 120
+  fail_on_error:
+    description: Fail the task when the check finds an error. With C(false), read RV(compatible) instead.
+    type: bool
+    default: true
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+  platform:
+    support: full
+    platforms: posix
+    description: Runs on the Linux GPU host whose venv it reads.
+requirements:
+  - Python 3.8 or newer on the managed host.
+notes:
+  - Only C(c10::), C(at::), C(torch::) and C(caffe2::) symbols are checked; symbols the interpreter provides
+    (C(Py*)) are not.
+  - C(libcuda.so.1) is the driver's library; on a host that has none the extension cannot load.
+seealso:
+  - module: dflash.deploy.pkg_probe
+"""
+
+EXAMPLES = r"""
+- name: Will sgl_kernel load on this host's GPUs with the configured backend
+  dflash.deploy.abi_check:
+    venv: /opt/dflash/releases/{{ release_id }}
+    attention_backend: flashinfer
+    environment:
+      LD_LIBRARY_PATH: /opt/dflash/releases/{{ release_id }}/lib/python3.12/site-packages/nvidia/cu13/lib
+
+- name: Check a venv for the RTX PRO 6000 host on a build host, against that host's libraries
+  dflash.deploy.abi_check:
+    venv: /srv/build/venv
+    gpu_compute_capabilities: ["12.0"]
+    system_root: /srv/images/ct200
+    fail_on_error: false
+  register: abi
+
+- name: Show the root cause
+  ansible.builtin.debug:
+    msg: "{{ abi.msg }}"
+  when: not abi.compatible
+
+- name: Static verdict plus a real import as a second opinion
+  dflash.deploy.abi_check:
+    venv: /opt/dflash/releases/{{ release_id }}
+    packages: [sgl_kernel, flashinfer]
+    import_test: true
+"""
+
+RETURN = r"""
+compatible:
+  description: True when no finding is an error.
+  returned: always
+  type: bool
+  sample: false
+msg:
+  description: One line naming the root cause and the fix a person would take, or C(compatible).
+  returned: always
+  type: str
+  sample: >-
+    sgl_kernel/sm100/common_ops.abi3.so needs libcudart.so.13 (CUDA 13) but torch is 2.11.0+cu128 (CUDA 12.8);
+    libcudart.so.13 not found: install the sgl_kernel build for CUDA 12 (sgl-kernel==0.3.21 (CUDA 12 build)),
+    or a torch built for CUDA 13
+torch:
+  description: torch's build facts (version with local tag, CUDA version), or null when torch is not installed.
+  returned: always
+  type: dict
+  sample: {"version": "2.11.0+cu130", "local": "cu130", "cuda": "13.0", "cuda_major": 13}
+findings:
+  description: What was found, errors first.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    kind:
+      description:
+        - C(venv_invalid), C(package_not_found), C(torch_missing), C(cuda_major_mismatch), C(driver_missing),
+          C(library_not_found), C(undefined_symbol), C(no_gpu_code), C(glibc_version_missing), C(not_elf),
+          C(corrupt_elf), C(unreadable), C(broken_symlink), C(dependency_unreadable), C(import_failed),
+          C(record_missing_file), C(owner_conflict), C(arch_check_skipped).
+      type: str
+    path:
+      description: The file (relative to site-packages when inside it), package or venv concerned.
+      type: str
+    detail:
+      description: One line saying what is wrong.
+      type: str
+    severity:
+      description: C(error), C(warning) or C(info).
+      type: str
+    load:
+      description: When the file loads, C(import), C(lazy) or C(unused).
+      type: str
+    fix:
+      description: What a person would do about it.
+      type: str
+  sample:
+    - kind: no_gpu_code
+      severity: warning
+      load: lazy
+      path: sgl_kernel/flash_ops.abi3.so
+      detail: sgl_kernel/flash_ops.abi3.so has no code for compute capability 12.0 (has sm_80, sm_86, sm_90a)
+files:
+  description:
+    - Per ELF file, C(path), C(package), C(load), C(required), C(soname), C(needed) (name, resolved path and
+      how), C(rpath), C(runpath), C(cuda_major), C(archs), C(torch_symbols_needed), C(torch_symbols_missing)
+      and C(version_needs) (highest version per library).
+  returned: always
+  type: list
+  elements: dict
+gpu_compute_capabilities:
+  description: The compute capabilities checked against, or null when none were known.
+  returned: always
+  type: list
+  elements: str
+  sample: ["12.0"]
+gpu_detection:
+  description: How the compute capabilities were obtained (C(option), C(nvidia-smi)) or why none were.
+  returned: always
+  type: str
+torch_import:
+  description: What the simulated C(import torch) loaded (count, CUDA libraries preloaded, unresolved).
+  returned: when torch is installed
+  type: dict
+import_test:
+  description: Result of the real import per package (C(ok), C(version), C(seconds), C(error)).
+  returned: when O(import_test)
+  type: dict
+system:
+  description: Where system libraries were looked up.
+  returned: always
+  type: dict
+elapsed:
+  description: Seconds the check took (the static part and, with O(import_test), the import).
+  returned: always
+  type: float
+  sample: 0.31
+static_elapsed:
+  description: Seconds the static check took.
+  returned: always
+  type: float
+  sample: 0.29
+"""
+
+import traceback
+
+from ansible.module_utils.basic import AnsibleModule
+
+try:
+    from ansible_collections.dflash.deploy.plugins.module_utils import abi
+    from ansible_collections.dflash.deploy.plugins.module_utils import findings as F
+    from ansible_collections.dflash.deploy.plugins.module_utils.cuda_compat import format_cc, parse_cc
+    from ansible_collections.dflash.deploy.plugins.module_utils.gpu import nvidia_smi_facts
+    from ansible_collections.dflash.deploy.plugins.module_utils.imports import import_many, service_env
+    from ansible_collections.dflash.deploy.plugins.module_utils.loadplan import FEATURE_LIBRARIES
+    IMPORT_ERROR = None
+except ImportError:
+    IMPORT_ERROR = traceback.format_exc()
+
+
+def detect_ccs(module, environment):
+    smi = module.get_bin_path("nvidia-smi")
+    facts = nvidia_smi_facts(smi, 15, service_env(environment))
+    ccs = []
+    for g in facts["gpus"]:
+        try:
+            ccs.append(parse_cc(g["compute_capability"]))
+        except (TypeError, ValueError):
+            continue
+    if ccs:
+        return ccs, "nvidia-smi"
+    return None, facts["reason"] or "nvidia-smi listed no compute capability"
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            venv=dict(type="path", required=True),
+            packages=dict(type="list", elements="str", default=["sgl_kernel"]),
+            gpu_compute_capabilities=dict(type="list", elements="str"),
+            environment=dict(type="dict", default={}),
+            system_root=dict(type="path", default="/"),
+            system_library_dirs=dict(type="list", elements="path"),
+            features=dict(type="list", elements="str", default=[]),
+            attention_backend=dict(type="str"),
+            import_test=dict(type="bool", default=False),
+            import_timeout=dict(type="int", default=120),
+            fail_on_error=dict(type="bool", default=True),
+        ),
+        supports_check_mode=True,
+    )
+    if IMPORT_ERROR:
+        module.fail_json(msg="dflash.deploy module_utils could not be imported", exception=IMPORT_ERROR)
+    p = module.params
+    if p["system_library_dirs"] is not None and p["system_root"] not in (None, "/"):
+        module.fail_json(msg="system_root and system_library_dirs are mutually exclusive")
+    environment = dict((str(k), str(v)) for k, v in (p["environment"] or {}).items())
+    features = list(p["features"])
+    if p["attention_backend"]:
+        features.append(p["attention_backend"])
+    if p["gpu_compute_capabilities"]:
+        try:
+            ccs = [parse_cc(v) for v in p["gpu_compute_capabilities"]]
+        except ValueError as exc:
+            module.fail_json(msg=str(exc))
+        detection = "option"
+    else:
+        ccs, detection = detect_ccs(module, environment)
+
+    result = abi.check(p["venv"], packages=p["packages"], gpu_ccs=ccs, environment=environment,
+                       system_root=p["system_root"], system_library_dirs=p["system_library_dirs"],
+                       features=[f for f in features if f.strip().lower() in FEATURE_LIBRARIES])
+    result["static_elapsed"] = result["elapsed"]
+    result["gpu_compute_capabilities"] = [format_cc(c) for c in ccs] if ccs else None
+    result["gpu_detection"] = detection
+    if p["import_test"] and result.get("site_packages"):
+        python = p["venv"].rstrip("/") + "/bin/python"
+        names = [result["packages"][n]["import_name"] for n in p["packages"] if n in result["packages"]]
+        tested = import_many(python, names, timeout=p["import_timeout"], env=service_env(environment))
+        result["import_test"] = tested
+        for name, res in tested.items():
+            if not res["ok"]:
+                result["findings"].append(F.make(
+                    "import_failed", name, "import %s failed: %s" % (name, res["error"]),
+                    fix="see the static findings for the cause" if not result["compatible"] else
+                        "the static check found no cause: read the import error"))
+        result["findings"] = F.sort_findings(result["findings"])
+        result["compatible"] = not F.errors(result["findings"])
+        result["msg"] = F.message(result["findings"])
+        result["elapsed"] = round(result["elapsed"] + sum(r["seconds"] or 0 for r in tested.values()), 3)
+    if not result["compatible"] and p["fail_on_error"]:
+        msg = result.pop("msg")
+        module.fail_json(msg=msg, changed=False, **result)
+    module.exit_json(changed=False, **result)
+
+
+if __name__ == "__main__":
+    main()

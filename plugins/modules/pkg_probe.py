@@ -1,0 +1,349 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2025, dflash.deploy contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: pkg_probe
+short_description: Report what is installed in a Python venv, and whether the GPUs work
+version_added: "1.0.0"
+description:
+  - Reads a venv's interpreter, site-packages and every installed distribution from its C(*.dist-info) files
+    (name, version with local tag such as C(+cu130), installer, requirements, top-level import names) with the
+    Python standard library, in one process.
+  - Reports import names owned by more than one distribution (C(sgl_kernel) from both C(sgl-kernel) and
+    C(sglang-kernel)) and which owner's RECORD matches the files on disk.
+  - Reports unsatisfied requirements, pip-check style, evaluated with C(packaging) when it imports on the host,
+    else with C(uv pip check); the result says when neither could run.
+  - Reads torch's build facts (version, local tag, CUDA version) from its files without importing torch.
+  - Optionally imports named modules with the venv's interpreter, each in its own subprocess with a timeout,
+    in parallel.
+  - Optionally reports GPUs from C(nvidia-smi), and proves each GPU works through the CUDA driver API (ctypes
+    on C(libcuda.so.1) to initialise, get the device, create a context, allocate and free 1 MiB), one
+    subprocess per GPU with a timeout, so a dead or hung GPU is reported instead of waited on. This needs no
+    torch, so it works on a bare host.
+  - Never changes anything; C(changed) is always false.
+author:
+  - dflash.deploy contributors (@dflash)
+options:
+  venv:
+    description: Path of the virtual environment to probe.
+    type: path
+    required: true
+  imports:
+    description:
+      - Module names to import with the venv's interpreter, each in its own subprocess.
+    type: list
+    elements: str
+    default: []
+  import_timeout:
+    description: Seconds each import may take before it is reported as timed out.
+    type: int
+    default: 120
+  distributions:
+    description:
+      - Limit the detailed fields (installer, requires, top-level names, RECORD file check) to these
+        distributions. Every distribution is still listed with its name and version.
+    type: list
+    elements: str
+  environment:
+    description:
+      - Environment variables the service will run with (for example C(LD_LIBRARY_PATH)), added to the
+        module's environment for the import checks and the GPU subprocesses.
+    type: dict
+    default: {}
+  gpus:
+    description: Report GPU facts from C(nvidia-smi) (index, name, compute capability, memory, driver, processes).
+    type: bool
+    default: false
+  gpu_smoke_test:
+    description:
+      - Also prove each GPU the driver enumerates works, through the CUDA driver API, one subprocess per GPU.
+      - Implies O(gpus).
+    type: bool
+    default: false
+  smoke_test_timeout:
+    description: Seconds the driver enumeration and each GPU's smoke test may take.
+    type: int
+    default: 30
+  device_dir:
+    description: Directory where the NVIDIA device nodes (C(nvidiactl), C(nvidia<N>)) are expected.
+    type: path
+    default: /dev
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+  platform:
+    support: full
+    platforms: posix
+    description: Runs on the Linux GPU host whose venv it reads.
+requirements:
+  - Python 3.8 or newer on the managed host.
+  - C(packaging) on the managed host, or C(uv) on its PATH, to evaluate requirements.
+notes:
+  - The GPU smoke test allocates 1 MiB per GPU in a fresh context; a GPU another process uses is tested too.
+  - Import names that several distributions share only through empty C(__init__.py) files (namespace
+    packages such as C(nvidia)) are not reported as owned by more than one distribution.
+seealso:
+  - module: dflash.deploy.abi_check
+"""
+
+EXAMPLES = r"""
+- name: What is installed in the release venv
+  dflash.deploy.pkg_probe:
+    venv: /opt/dflash/releases/{{ release_id }}
+  register: probe
+
+- name: Refuse a venv where two distributions install sgl_kernel
+  ansible.builtin.assert:
+    that: "'sgl_kernel' not in probe.import_owners"
+    fail_msg: "sgl_kernel is installed by {{ probe.import_owners.sgl_kernel | default([]) | join(' and ') }}"
+
+- name: Import the server's packages the way the service will
+  dflash.deploy.pkg_probe:
+    venv: /opt/dflash/releases/{{ release_id }}
+    imports: [torch, sgl_kernel, sglang]
+    environment:
+      LD_LIBRARY_PATH: /opt/dflash/releases/{{ release_id }}/lib/python3.12/site-packages/nvidia/cu13/lib
+
+- name: Prove the assigned GPUs still work (bare host, before any torch exists)
+  dflash.deploy.pkg_probe:
+    venv: /opt/dflash/releases/{{ release_id }}
+    gpu_smoke_test: true
+    smoke_test_timeout: 20
+  register: gpu_probe
+"""
+
+RETURN = r"""
+python:
+  description: The venv's interpreter.
+  returned: always
+  type: dict
+  contains:
+    executable:
+      description: Path of the venv's C(bin/python).
+      type: str
+    version:
+      description: Python version from C(pyvenv.cfg).
+      type: str
+    exists:
+      description: Whether the interpreter exists (false for a broken link).
+      type: bool
+  sample: {"executable": "/opt/venv/bin/python", "version": "3.12.3", "exists": true}
+site_packages:
+  description: The venv's site-packages directory.
+  returned: always
+  type: str
+  sample: /opt/venv/lib/python3.12/site-packages
+distributions:
+  description:
+    - Installed distributions by normalized name. C(installer), C(requires), C(top_level), C(files) and the
+      RECORD check fields are returned for the distributions selected by O(distributions) (all by default).
+  returned: always
+  type: dict
+  sample:
+    sglang-kernel:
+      name: sglang-kernel
+      version: 0.4.2
+      installer: uv
+      requires: []
+      top_level: [sgl_kernel]
+      files: 12
+      missing_count: 0
+      missing_files: []
+      broken_symlink_count: 0
+      broken_symlinks: []
+import_owners:
+  description: Import names owned by more than one distribution, with their owners' normalized names.
+  returned: always
+  type: dict
+  sample: {"sgl_kernel": ["sgl-kernel", "sglang-kernel"]}
+import_owners_detail:
+  description:
+    - For each name in RV(import_owners), how many files the owners share and whose RECORD hashes match the
+      files on disk (the distribution installed last).
+  returned: always
+  type: dict
+  sample: {"sgl_kernel": {"distributions": ["sgl-kernel", "sglang-kernel"], "shared_files": 6,
+           "on_disk": ["sglang-kernel"]}}
+unsatisfied:
+  description: Requirements not satisfied, pip-check style.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    distribution:
+      description: The distribution that declares the requirement.
+      type: str
+    version:
+      description: Its version.
+      type: str
+    requirement:
+      description: The requirement as declared.
+      type: str
+    installed:
+      description: The version installed, or null when missing.
+      type: str
+    problem:
+      description: C(missing), C(conflict), or why it could not be evaluated.
+      type: str
+  sample: [{"distribution": "sglang", "version": "0.5.9", "requirement": "torch==2.9.1",
+            "installed": "2.11.0+cu130", "problem": "conflict"}]
+requirements_check:
+  description: How requirements were evaluated (C(packaging), C(uv) or null) and why not, if they were not.
+  returned: always
+  type: dict
+  sample: {"method": "packaging", "error": null}
+torch:
+  description: torch's build facts read from its files, or null when torch is not installed.
+  returned: always
+  type: dict
+  contains:
+    version:
+      description: Build version with local tag, from C(torch/version.py).
+      type: str
+    distribution_version:
+      description: Version in the dist-info (PyPI builds may omit the local tag there).
+      type: str
+    local:
+      description: Local version tag, such as C(cu130).
+      type: str
+    cuda:
+      description: CUDA version torch was built for.
+      type: str
+    cuda_major:
+      description: Its major number.
+      type: int
+    path:
+      description: The torch package directory.
+      type: str
+  sample: {"version": "2.11.0+cu130", "distribution_version": "2.11.0", "local": "cu130", "cuda": "13.0",
+           "cuda_major": 13}
+imports:
+  description: Result of each import check, by module name.
+  returned: always
+  type: dict
+  sample: {"sgl_kernel": {"ok": false, "version": null, "seconds": 1.8,
+           "error": "ImportError: libcudart.so.12: cannot open shared object file: No such file or directory"}}
+gpus:
+  description:
+    - GPUs listed by C(nvidia-smi); each has C(index), C(uuid), C(name), C(compute_capability),
+      C(memory_total_mib), C(memory_used_mib), C(driver_version), C(pci_bus_id), C(processes) and, with
+      O(gpu_smoke_test), C(smoke_test).
+  returned: when O(gpus) or O(gpu_smoke_test)
+  type: list
+  elements: dict
+  sample: [{"index": 1, "name": "NVIDIA RTX PRO 6000 Blackwell Server Edition", "compute_capability": "12.0",
+            "memory_total_mib": 97887, "memory_used_mib": 0, "driver_version": "580.95.05",
+            "processes": [], "smoke_test": {"ok": true, "step": "done", "seconds": 0.4}}]
+gpus_reason:
+  description: Why no GPU is listed (no nvidia-smi, no driver, no device nodes, nvidia-smi hung), else null.
+  returned: when O(gpus) or O(gpu_smoke_test)
+  type: str
+  sample: "nvidia-smi rc 9: NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver."
+gpu_errors:
+  description: Lines nvidia-smi printed on stderr, such as a GPU whose handle cannot be read.
+  returned: when O(gpus) or O(gpu_smoke_test)
+  type: list
+  elements: str
+driver_version:
+  description: The NVIDIA driver version.
+  returned: when O(gpus) or O(gpu_smoke_test)
+  type: str
+  sample: 580.95.05
+cuda_driver_version:
+  description: CUDA version the driver supports (cuDriverGetVersion), to compare with torch's CUDA.
+  returned: when O(gpu_smoke_test)
+  type: str
+  sample: "13.0"
+device_nodes:
+  description: Which NVIDIA device nodes exist in O(device_dir).
+  returned: when O(gpus) or O(gpu_smoke_test)
+  type: dict
+  sample: {"dir": "/dev", "nvidiactl": true, "missing": []}
+gpu_smoke_test:
+  description:
+    - Overall smoke test result; C(gpus) holds one entry per device the driver enumerates (C(ok), C(step),
+      C(error), C(seconds), C(index) of the matching nvidia-smi GPU).
+  returned: when O(gpu_smoke_test)
+  type: dict
+  sample: {"ok": false, "error": "GPU 1 (00000000:21:00.0): CUDA_ERROR_UNKNOWN at cuCtxCreate", "gpus": []}
+problems:
+  description: One line per problem found while reading (missing RECORD files, shared import names, ...).
+  returned: always
+  type: list
+  elements: str
+elapsed:
+  description: Seconds the probe took.
+  returned: always
+  type: float
+  sample: 0.21
+"""
+
+import traceback
+
+from ansible.module_utils.basic import AnsibleModule
+
+try:
+    from ansible_collections.dflash.deploy.plugins.module_utils.probe import probe
+    from ansible_collections.dflash.deploy.plugins.module_utils.venv import VenvError
+    IMPORT_ERROR = None
+except ImportError:
+    IMPORT_ERROR = traceback.format_exc()
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            venv=dict(type="path", required=True),
+            imports=dict(type="list", elements="str", default=[]),
+            import_timeout=dict(type="int", default=120),
+            distributions=dict(type="list", elements="str"),
+            environment=dict(type="dict", default={}),
+            gpus=dict(type="bool", default=False),
+            gpu_smoke_test=dict(type="bool", default=False),
+            smoke_test_timeout=dict(type="int", default=30),
+            device_dir=dict(type="path", default="/dev"),
+        ),
+        supports_check_mode=True,
+    )
+    if IMPORT_ERROR:
+        module.fail_json(msg="dflash.deploy module_utils could not be imported", exception=IMPORT_ERROR)
+    p = module.params
+    want_gpus = p["gpus"] or p["gpu_smoke_test"]
+    try:
+        result = probe(
+            p["venv"], imports=p["imports"], gpus=want_gpus, smoke=p["gpu_smoke_test"],
+            only=p["distributions"], environment=p["environment"],
+            uv=module.get_bin_path("uv"),
+            nvidia_smi=module.get_bin_path("nvidia-smi") if want_gpus else None,
+            dev_dir=p["device_dir"], import_timeout=p["import_timeout"], smoke_timeout=p["smoke_test_timeout"],
+        )
+    except VenvError as exc:
+        module.fail_json(msg=exc.detail, changed=False, venv=p["venv"])
+    except (OSError, ValueError) as exc:
+        module.fail_json(msg="pkg_probe could not read %s: %s" % (p["venv"], exc), changed=False)
+    gpu = result.pop("gpu", None)
+    if gpu is not None:
+        result["gpus"] = gpu["gpus"]
+        result["gpus_reason"] = gpu["reason"]
+        result["gpu_errors"] = gpu["errors"]
+        result["driver_version"] = gpu["driver_version"]
+        result["device_nodes"] = gpu["device_nodes"]
+        if "smoke_test" in gpu:
+            result["gpu_smoke_test"] = gpu["smoke_test"]
+            result["cuda_driver_version"] = gpu.get("cuda_driver_version")
+    module.exit_json(changed=False, **result)
+
+
+if __name__ == "__main__":
+    main()
