@@ -41,7 +41,7 @@ from ansible_collections.dflash.deploy.plugins.module_utils.ldresolve import (
     simulate_torch_import,
     split_path_list,
 )
-from ansible_collections.dflash.deploy.plugins.module_utils.loadplan import KNOWN_BUILDS, classify
+from ansible_collections.dflash.deploy.plugins.module_utils.loadplan import classify
 from ansible_collections.dflash.deploy.plugins.module_utils.torch_facts import torch_facts
 from ansible_collections.dflash.deploy.plugins.module_utils.venv import VenvError, locate
 
@@ -200,9 +200,11 @@ def analyze_file(ctx, path, package, findings):
                 continue
             explained.update(names)
             unresolved = [n for n in names if not resolved_direct.get(n)]
-            hint = KNOWN_BUILDS.get(package, {}).get(tmajor)
-            fix = "install the %s build for CUDA %d%s, or a torch built for CUDA %d" % (
-                package, tmajor, " (%s)" % hint if hint else "", major)
+            # Name torch first: the kernel distributions pin a torch version, so
+            # "the other kernel build" is only a fix if it was made for this torch.
+            base = str(torch.get("version") or "").split("+", 1)[0]
+            fix = ("install torch %s built for CUDA %d (local tag +cu%d*), or a %s build for CUDA %d made for "
+                   "torch %s" % (base, major, major, package, tmajor, base))
             add("cuda_major_mismatch",
                 "%s needs %s (CUDA %d) but torch is %s (CUDA %s)%s" % (
                     short, names[0], major, torch.get("version"), torch.get("cuda"),

@@ -35,10 +35,6 @@ LAZY_LIBRARIES = {
     "sgl_kernel": ("flash_ops", "flashmla_ops", "spatial_ops"),
 }
 
-# distributions that provide the same import for a CUDA major (used in fix hints)
-KNOWN_BUILDS = {
-    "sgl_kernel": {12: "sgl-kernel==0.3.21 (CUDA 12 build)", 13: "sglang-kernel==0.4.2 (CUDA 13 build)"},
-}
 
 
 def library_stem(filename):

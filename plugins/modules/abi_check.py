@@ -156,8 +156,8 @@ msg:
   type: str
   sample: >-
     sgl_kernel/sm100/common_ops.abi3.so needs libcudart.so.13 (CUDA 13) but torch is 2.11.0+cu128 (CUDA 12.8);
-    libcudart.so.13 not found: install the sgl_kernel build for CUDA 12 (sgl-kernel==0.3.21 (CUDA 12 build)),
-    or a torch built for CUDA 13
+    libcudart.so.13 not found: install torch 2.11.0 built for CUDA 13 (local tag +cu13*), or a sgl_kernel
+    build for CUDA 12 made for torch 2.11.0
 torch:
   description: torch's build facts (version with local tag, CUDA version), or null when torch is not installed.
   returned: always
