@@ -36,7 +36,6 @@ LAZY_LIBRARIES = {
 }
 
 
-
 def library_stem(filename):
     return os.path.basename(filename).split(".", 1)[0]
 
