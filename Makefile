@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 FIXTURES := build/fixtures
 PYTEST_ARGS ?=
 
-.PHONY: help setup pins lint fixtures unit fixture-tests chain sanity test bench clean
+.PHONY: help setup pins lint fixtures unit integration fixture-tests chain sanity test bench bench-venv clean
 
 help:
 	@echo "make setup     toolchain venv (.venv) with uv from requirements/toolchain.txt"
@@ -32,6 +32,11 @@ fixtures: setup
 unit: setup
 	$(VENV)/bin/pytest -q tests/unit $(PYTEST_ARGS)
 
+# Module behaviour end to end on fixture venvs: crash safety (named crash
+# points, kill -9), read-only and full destinations, the fixture proofs.
+integration: fixtures
+	$(VENV)/bin/pytest -q tests/integration $(PYTEST_ARGS)
+
 # The fixture packages themselves (ELF layout checked against pyelftools/readelf,
 # wheel writer, sglang fixture server behaviour).
 fixture-tests: fixtures
@@ -44,11 +49,30 @@ chain: fixtures
 sanity: setup
 	bash tools/sanity.sh
 
-test: lint fixtures unit fixture-tests chain sanity
+test: lint fixtures unit integration fixture-tests chain sanity
 	@echo "make test: all stages passed"
 
-bench: fixtures
-	@set -e; for b in bench/bench_*.py; do [ -e "$$b" ] || continue; echo "== $$b"; $(PY) "$$b"; done
+# Benchmarks run on a real torch 2.11 venv from PyPI (several GB, made once by
+# bench-venv; set BENCH_VENV to reuse another) plus a synthetic tree. They are
+# measurements against named baselines in the same run, not tests.
+BENCH_VENV ?= /tmp/realtorch
+BENCH_PIP ?= /tmp/piptool
+UV := .tools/uv/bin/uv
+
+bench-venv: setup
+	@if [ ! -x $(BENCH_VENV)/bin/python ] || ! $(BENCH_VENV)/bin/python -c "import importlib.metadata as m; m.version('torch'); m.version('sglang-kernel')" 2>/dev/null; then \
+	  echo "bench: installing torch==2.11.0 and sglang-kernel==0.4.2 into $(BENCH_VENV) (several GB)"; \
+	  $(UV) venv --quiet --allow-existing $(BENCH_VENV); \
+	  $(UV) pip install --quiet --python $(BENCH_VENV)/bin/python torch==2.11.0; \
+	  $(UV) pip install --quiet --python $(BENCH_VENV)/bin/python --no-deps sglang-kernel==0.4.2; \
+	fi
+	@[ -x $(BENCH_PIP)/bin/pip ] || { $(UV) venv --quiet $(BENCH_PIP) && $(UV) pip install --quiet --python $(BENCH_PIP)/bin/python pip; }
+
+bench: fixtures bench-venv
+	@printf 'driver_version=580.95.05\ncuda_driver_version=13000\ndev_dir=/dev\n' > build/bench-gpus.conf
+	$(PY) bench/bench_probe.py --venv $(BENCH_VENV) --pip $(BENCH_PIP)/bin/python --cpu 0 --repeat 7 \
+	  --driver-lib $(FIXTURES)/driver/lib --gpu-config build/bench-gpus.conf
+	$(PY) bench/bench_transplant.py --real $(BENCH_VENV) --json build/bench-transplant.json
 
 clean:
 	rm -rf build tests/output .pytest_cache .ruff_cache

@@ -1,0 +1,191 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2025, dflash.deploy maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""RECORD files of installed distributions: parse, validate, hash, verify, write.
+
+A RECORD line is ``path,algo=urlsafe-b64-digest-without-padding,size`` with
+``path`` relative to site-packages.  Scripts sit outside it, in the venv's
+``bin/`` (``../../../bin/name``); nothing else may leave site-packages.
+
+Standard library only.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import base64
+import csv
+import hashlib
+import io
+import os
+import posixpath
+
+BIN_PREFIX = "../../../bin/"
+_READ_CHUNK = 1 << 20
+
+
+class RecordError(Exception):
+    """A RECORD that cannot be trusted: unreadable, malformed or escaping."""
+
+
+class RecordEntry:
+    """One RECORD line; ``path`` is normalized (posix, no ``./``)."""
+
+    __slots__ = ("path", "hash", "size")
+
+    def __init__(self, path, hash_value=None, size=None):
+        self.path = path
+        self.hash = hash_value or None
+        self.size = size
+
+    @property
+    def is_script(self):
+        return self.path.startswith(BIN_PREFIX)
+
+    def as_tuple(self):
+        return (self.path, self.hash, self.size)
+
+    def __eq__(self, other):
+        return isinstance(other, RecordEntry) and self.as_tuple() == other.as_tuple()
+
+    def __hash__(self):
+        return hash(self.as_tuple())
+
+    def __repr__(self):
+        return "RecordEntry(%r, %r, %r)" % self.as_tuple()
+
+
+def normalize_record_path(raw):
+    """Validate one RECORD path and return its normalized form.
+
+    Allowed: a relative path inside site-packages, or ``../../../bin/<name>``
+    (a script directly in the venv's bin/).  Refused: empty, absolute, NUL or
+    backslash, and every other ``..`` escape.
+    """
+    if not raw or "\x00" in raw or "\\" in raw:
+        raise RecordError("empty path, or NUL or backslash in path %r" % (raw,))
+    if raw.startswith("/") or (len(raw) > 1 and raw[1] == ":"):
+        raise RecordError("absolute path %r" % (raw,))
+    path = posixpath.normpath(raw)
+    if path in (".", ""):
+        raise RecordError("path %r names site-packages itself" % (raw,))
+    if path.startswith("../") or path == "..":
+        if path.startswith(BIN_PREFIX):
+            name = path[len(BIN_PREFIX):]
+            if name and "/" not in name and name not in (".", ".."):
+                return path
+        raise RecordError("path %r escapes site-packages (only scripts in the venv's bin/ may)" % (raw,))
+    return path
+
+
+def parse_record(text, validate=True):
+    """Parse RECORD text into a list of RecordEntry (duplicates refused)."""
+    entries = []
+    seen = set()
+    for lineno, row in enumerate(csv.reader(io.StringIO(text)), 1):
+        if not row or (len(row) == 1 and not row[0].strip()):
+            continue
+        if len(row) > 3:
+            raise RecordError("RECORD line %d has %d fields" % (lineno, len(row)))
+        raw = row[0]
+        path = normalize_record_path(raw) if validate else posixpath.normpath(raw)
+        hash_value = row[1] if len(row) > 1 else ""
+        size_text = row[2] if len(row) > 2 else ""
+        if hash_value and "=" not in hash_value:
+            raise RecordError("RECORD line %d: malformed hash %r" % (lineno, hash_value))
+        try:
+            size = int(size_text) if size_text else None
+        except ValueError:
+            raise RecordError("RECORD line %d: malformed size %r" % (lineno, size_text)) from None
+        if size is not None and size < 0:
+            raise RecordError("RECORD line %d: negative size" % lineno)
+        if path in seen:
+            raise RecordError("RECORD lists %r twice" % (path,))
+        seen.add(path)
+        entries.append(RecordEntry(path, hash_value, size))
+    return entries
+
+
+def read_record(path):
+    try:
+        with open(path, "r", encoding="utf-8", newline="") as handle:
+            text = handle.read()
+    except (IOError, OSError) as exc:
+        raise RecordError("cannot read %s: %s" % (path, exc)) from exc
+    return parse_record(text)
+
+
+def format_record(entries):
+    """RECORD text for entries, in the given order (csv, ``\\n`` line ends)."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    for entry in entries:
+        writer.writerow((entry.path, entry.hash or "", "" if entry.size is None else entry.size))
+    return out.getvalue()
+
+
+def digest_to_record_hash(algo, digest):
+    return "%s=%s" % (algo, base64.urlsafe_b64encode(digest).rstrip(b"=").decode("ascii"))
+
+
+def record_hash_to_hex(value):
+    """``sha256=<b64>`` -> ``("sha256", hex)``."""
+    algo, dummy, b64 = value.partition("=")
+    pad = "=" * (-len(b64) % 4)
+    try:
+        return algo, base64.urlsafe_b64decode(b64 + pad).hex()
+    except (ValueError, TypeError):
+        raise RecordError("malformed hash %r" % (value,)) from None
+
+
+def hex_to_record_hash(hex_digest, algo="sha256"):
+    return digest_to_record_hash(algo, bytes.fromhex(hex_digest))
+
+
+def hash_bytes(data, algo="sha256"):
+    return digest_to_record_hash(algo, hashlib.new(algo, data).digest())
+
+
+def hash_file(path, algo="sha256"):
+    """(record hash, size) of a file, read in large chunks."""
+    hasher = hashlib.new(algo)
+    size = 0
+    with open(path, "rb") as handle:
+        while True:
+            chunk = handle.read(_READ_CHUNK)
+            if not chunk:
+                break
+            size += len(chunk)
+            hasher.update(chunk)
+    return digest_to_record_hash(algo, hasher.digest()), size
+
+
+def resolve(site_packages, record_path):
+    """Absolute file system path of a (normalized) RECORD path."""
+    if not record_path.startswith("../"):
+        return site_packages + "/" + record_path  # already normalized: no join/normpath per file
+    return os.path.normpath(os.path.join(site_packages, record_path))
+
+
+def verify_entries(site_packages, entries):
+    """Check every entry against the disk; return a list of problem strings."""
+    problems = []
+    for entry in entries:
+        full = resolve(site_packages, entry.path)
+        if not os.path.isfile(full):
+            problems.append("missing: %s" % entry.path)
+            continue
+        if not entry.hash:
+            continue
+        algo = entry.hash.partition("=")[0]
+        try:
+            actual, size = hash_file(full, algo)
+        except (ValueError, OSError) as exc:
+            problems.append("unreadable: %s (%s)" % (entry.path, exc))
+            continue
+        if actual != entry.hash:
+            problems.append("hash mismatch: %s" % entry.path)
+        elif entry.size is not None and size != entry.size:
+            problems.append("size mismatch: %s" % entry.path)
+    return problems

@@ -1,0 +1,227 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2025, dflash.deploy maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""site_packages_transplant without Ansible: transplant() and pack_bundle().
+
+Both return the module's result dict and raise TransplantError with a
+message a person can act on.  Standard library only.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import errno
+import os
+
+from ansible_collections.dflash.deploy.plugins.module_utils.bundle import Bundle, BundleError, pack
+from ansible_collections.dflash.deploy.plugins.module_utils.dist_info import (
+    VenvError,
+    list_dists,
+    normalize_name,
+    open_venv,
+)
+from ansible_collections.dflash.deploy.plugins.module_utils.fastcopy import CopyError, Placer, default_workers
+from ansible_collections.dflash.deploy.plugins.module_utils.journal import STATE_DIRNAME, Journal, JournalError
+from ansible_collections.dflash.deploy.plugins.module_utils.transplant_plan import PlanError, build_plan
+from ansible_collections.dflash.deploy.plugins.module_utils.transplant_run import RunError, Runner, new_run_id
+from ansible_collections.dflash.deploy.plugins.module_utils.transplant_source import (
+    BundleSource,
+    SourceError,
+    VenvSource,
+)
+
+
+class TransplantError(Exception):
+    def __init__(self, msg, **details):
+        Exception.__init__(self, msg)
+        self.details = details
+
+
+_KNOWN = (BundleError, VenvError, CopyError, JournalError, PlanError, RunError, SourceError)
+
+
+def _os_message(exc, dest_root):
+    if exc.errno == errno.EROFS:
+        return "destination %s is on a read-only filesystem (%s); nothing was changed" % (dest_root, exc.filename)
+    if exc.errno == errno.ENOSPC:
+        return ("no space left on the destination filesystem of %s (%s); the run was rolled back and nothing "
+                "was changed" % (dest_root, exc.filename))
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        return "permission denied writing into %s (%s); nothing was changed" % (dest_root, exc.filename)
+    return "%s: %s" % (exc.filename or dest_root, exc.strerror or exc)
+
+
+def _same_venv(a, b):
+    try:
+        return os.path.samefile(a.root, b.root) or os.path.samefile(a.site_packages, b.site_packages)
+    except OSError:
+        return False
+
+
+def _diff(dest_dists, plan):
+    before_lines = []
+    after_lines = []
+    current = dict((d.key, d) for d in dest_dists)
+    names = sorted(set([normalize_name(m["name"]) for m in plan.moved] + [normalize_name(r["name"]) for r in
+                                                                          plan.removed]))
+    moved = dict((normalize_name(m["name"]), m) for m in plan.moved)
+    for key in names:
+        dist = current.get(key)
+        if dist is not None:
+            before_lines.append("%s==%s" % (dist.name, dist.version))
+        if key in moved:
+            after_lines.append("%s==%s" % (moved[key]["name"], moved[key]["to"]))
+    return {"before": "\n".join(before_lines) + ("\n" if before_lines else ""),
+            "after": "\n".join(after_lines) + ("\n" if after_lines else ""),
+            "before_header": "distributions", "after_header": "distributions"}
+
+
+def transplant(dest, src=None, bundle=None, distributions=None, remove=(), link="auto", keep_backups=0,
+               do_fsync=False, workers=None, verify_source=False, check_mode=False, diff=False):
+    workers = workers or default_workers()
+    try:
+        dest_venv = open_venv(dest)
+    except VenvError as exc:
+        raise TransplantError("destination: %s" % exc) from exc
+    source = None
+    selected = []
+    try:
+        if src:
+            src_venv = open_venv(src)
+            if _same_venv(src_venv, dest_venv):
+                raise TransplantError("src and dest are the same venv (%s)" % dest_venv.root)
+            source = VenvSource(src_venv)
+        elif bundle:
+            if link in ("hardlink", "reflink"):
+                raise TransplantError("link=%s needs a source venv; bundle members can only be copied" % link)
+            source = BundleSource(bundle)
+        if source is not None:
+            selected = source.load(distributions or [], verify_hashes=verify_source)
+    except _KNOWN as exc:
+        raise TransplantError(str(exc)) from exc
+
+    journal = Journal(os.path.join(dest_venv.root, STATE_DIRNAME))
+    placer = Placer(link, do_fsync, workers)
+    runner = Runner(journal, placer, keep_backups, workers)
+    result = {"changed": False, "recovered": None, "moved": [], "removed": [], "unchanged": [], "kept_shared": [],
+              "files_copied": 0, "files_linked": 0, "bytes_copied": 0, "bytes_linked": 0, "files_removed": 0,
+              "link_methods": [], "backup": None, "backup_kept": False, "warnings_list": []}
+    try:
+        pending = journal.pending()
+        if pending is not None and check_mode:
+            result["recovered"] = {"run_id": pending[0]["run_id"], "phase": pending[0]["phase"],
+                                   "action": "pending"}
+            result["changed"] = True
+        plan = build_plan(new_run_id(), source, selected, dest_venv, remove or ())
+        if plan.has_work and isinstance(source, BundleSource):
+            source.verify(selected, workers)  # before anything changes, the lock file included
+        locked = False
+        if not check_mode and (pending is not None or plan.has_work):
+            journal.lock()
+            locked = True
+            recovered = runner.recover()
+            if recovered is not None:
+                result["recovered"] = recovered
+                result["changed"] = True
+                plan = build_plan(new_run_id(), source, selected, dest_venv, remove or ())
+        try:
+            dest_dists = list_dists(dest_venv.site_packages) if diff else []
+            result.update(_summary(plan))
+            if diff:
+                result["diff"] = _diff(dest_dists, plan)
+            if not plan.has_work:
+                return result
+            result["changed"] = True
+            if check_mode:
+                return result
+            runner.execute(plan)
+        finally:
+            if locked:
+                journal.unlock()
+    except _KNOWN as exc:
+        raise TransplantError(str(exc)) from exc
+    except (OSError, IOError) as exc:
+        raise TransplantError(_os_message(exc, dest_venv.root), errno=exc.errno) from exc
+    result.update({
+        "files_copied": placer.files_copied, "files_linked": placer.files_linked,
+        "bytes_copied": placer.bytes_copied, "bytes_linked": placer.bytes_linked,
+        "files_removed": len(plan.deletes), "link_methods": sorted(placer.methods),
+        "backup": runner.backup, "backup_kept": runner.backup_kept,
+    })
+    return result
+
+
+def _summary(plan):
+    return {
+        "moved": [{"name": m["name"], "from": m["from"], "to": m["to"]} for m in plan.moved],
+        "removed": [{"name": r["name"], "version": r["version"]} for r in plan.removed],
+        "unchanged": plan.unchanged,
+        "kept_shared": plan.kept_shared,
+        "warnings_list": plan.warnings,
+        "plan": {
+            "files_to_write": len(plan.writes) + sum(len(d.files) for d in plan.dist_info_writes),
+            "bytes_to_write": plan.bytes_total,
+            "files_to_delete": len(plan.deletes),
+            "dist_info_to_remove": len(plan.old_dist_infos),
+            "files_kept_shared": len(plan.kept_shared),
+        },
+    }
+
+
+def _pack_items(source, dists):
+    items = []
+    for dist in dists:
+        items.append({
+            "name": dist.name, "version": dist.version, "dist_info": dist.dist_info, "wheel_tags": dist.wheel_tags,
+            "files": [{"path": e.path, "src": dist.files[e.path].src, "size": dist.files[e.path].size,
+                       "mode": dist.files[e.path].mode, "mtime": dist.files[e.path].mtime_ns // 1000000000}
+                      for e in dist.entries],
+        })
+    return items
+
+
+def _bundle_matches(path, items):
+    """Stat-only: does the bundle at path already hold exactly these files (size, mode, mtime)?"""
+    try:
+        existing = Bundle(path)
+    except BundleError:
+        return False
+    have = existing.distributions
+    if len(have) != len(items):
+        return False
+    for old, new in zip(have, items):  # noqa: B905 (lengths compared above; py3.8 hosts lack strict=)
+        if (old["name"], old["version"], old["dist_info"]) != (new["name"], new["version"], new["dist_info"]):
+            return False
+        if [(f["path"], f["size"], f["mode"], f["mtime"]) for f in old["files"]] != \
+                [(f["path"], f["size"], f["mode"] & 0o7777, f["mtime"]) for f in new["files"]]:
+            return False
+    return True
+
+
+def pack_bundle(src, bundle, distributions, check_mode=False, workers=None):
+    try:
+        src_venv = open_venv(src)
+        source = VenvSource(src_venv)
+        dists = source.load(distributions)
+    except _KNOWN as exc:
+        raise TransplantError(str(exc)) from exc
+    items = _pack_items(source, dists)
+    result = {"changed": False, "bundle": bundle, "files_copied": sum(len(i["files"]) for i in items),
+              "bytes_copied": sum(f["size"] for i in items for f in i["files"]),
+              "distributions": [{"name": d.name, "version": d.version} for d in dists], "warnings_list": []}
+    if os.path.exists(bundle) and _bundle_matches(bundle, items):
+        result.update(files_copied=0, bytes_copied=0, size=os.path.getsize(bundle))
+        return result
+    result["changed"] = True
+    if check_mode:
+        return result
+    parent = os.path.dirname(os.path.abspath(bundle))
+    if not os.path.isdir(parent):
+        raise TransplantError("directory %s for the bundle does not exist" % parent)
+    try:
+        pack(bundle, src_venv.root, src_venv.version, items)
+    except (BundleError, OSError, IOError) as exc:
+        raise TransplantError("writing bundle %s failed: %s" % (bundle, exc)) from exc
+    result["size"] = os.path.getsize(bundle)
+    return result

@@ -1,0 +1,357 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2025, dflash.deploy maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Carry out a transplant plan under the journal; finish or roll back an interrupted one.
+
+Order of a run (each phase recorded in the journal before it starts):
+
+1. planned            the plan is on disk; nothing changed
+2. backing_up         hardlink every file about to be replaced or removed into backup-<run>/
+3. writing_files      each new file: temp name in its directory, then rename over the target
+4. writing_dist_info  old dist-info dirs move into the backup; new ones are built in a temp
+                      dir and renamed into place (metadata appears last)
+5. committing         the commit point: delete files that leave, stale .pyc, empty dirs
+6. cleaning_up        drop (or keep, per keep_backups) the backup, forget the journal
+
+An interrupted run found at phases 1-4 is rolled back from the backup (and its
+temp files removed); at 5-6 it is finished.  Both are idempotent, so a crash
+during recovery is recovered by the next run too.  Standard library only.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import errno
+import os
+import shutil
+import stat
+import time
+
+from ansible_collections.dflash.deploy.plugins.module_utils.bundle import member_name
+from ansible_collections.dflash.deploy.plugins.module_utils.fastcopy import Job, run_parallel
+from ansible_collections.dflash.deploy.plugins.module_utils.journal import PHASES, is_committed
+from ansible_collections.dflash.deploy.plugins.module_utils.record import resolve
+
+
+class RunError(Exception):
+    pass
+
+
+def new_run_id():
+    salt = (os.getpid() ^ int(time.time() * 1e6)) & 0xFFFFFF
+    return "%s-%06x" % (time.strftime("%Y%m%dT%H%M%S", time.gmtime()), salt)
+
+
+def backup_root(state_dir, run_id):
+    return os.path.join(state_dir, "backup-%s" % run_id)
+
+
+def _tmp_name(full, run_id, index, parent=None):
+    return "%s/.dflash-tmp-%s-%d" % (parent or os.path.dirname(full), run_id, index)
+
+
+def _di_tmp_dir(site_packages, run_id, index):
+    return os.path.join(site_packages, ".dflash-tmp-%s-di%d" % (run_id, index))
+
+
+def _backup_path(backup, record_path):
+    return os.path.join(backup, member_name(record_path))
+
+
+def _unlink(path):
+    try:
+        os.unlink(path)
+        return True
+    except OSError as exc:
+        if exc.errno != errno.ENOENT:
+            raise
+        return False
+
+
+def _link_or_copy(src, dst):
+    try:
+        os.link(src, dst, follow_symlinks=False)
+    except OSError as exc:
+        if exc.errno == errno.EEXIST:
+            os.unlink(dst)
+            os.link(src, dst, follow_symlinks=False)
+        elif exc.errno in (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP):
+            shutil.copy2(src, dst, follow_symlinks=False)
+        else:
+            raise
+
+
+def _prune_dirs(paths, stops):
+    """rmdir empty parents of paths, deepest first, never above the stop dirs."""
+    dirs = set()
+    for path in paths:
+        parent = os.path.dirname(path)
+        while parent and parent not in stops and len(parent) > 1:
+            if parent in dirs:
+                break
+            dirs.add(parent)
+            parent = os.path.dirname(parent)
+    for directory in sorted(dirs, key=lambda d: -d.count(os.sep)):
+        try:
+            os.rmdir(directory)
+        except OSError:
+            pass
+
+
+class Runner:
+    """Executes a Plan (see transplant_plan) with a Journal and a fastcopy.Placer."""
+
+    def __init__(self, journal, placer, keep_backups=0, workers=4):
+        self.journal = journal
+        self.placer = placer
+        self.keep_backups = keep_backups
+        self.workers = workers
+        self.crash = journal.crash
+        self.backup = None
+        self.backup_kept = False
+
+    # -- forward ---------------------------------------------------------
+    def execute(self, plan):
+        jplan = plan.to_journal()
+        self.journal.begin(plan.run_id, jplan)
+        try:
+            self._backing_up(jplan)
+            self._writing_files(plan)
+            self._writing_dist_info(plan)
+        except BaseException as exc:
+            try:
+                self.rollback(jplan)
+                self._drop_backup(jplan["run_id"])
+                self.journal.finish()
+            except Exception as rb_exc:
+                raise RunError("run failed (%s) and rolling back failed too (%s); the journal in %s "
+                               "will finish the rollback on the next run"
+                               % (exc, rb_exc, self.journal.state_dir)) from rb_exc
+            raise
+        self.journal.set_phase("committing")
+        self.commit(jplan)
+        self.journal.set_phase("cleaning_up")
+        self.cleanup(jplan)
+
+    def _backing_up(self, jplan):
+        self.journal.set_phase("backing_up")
+        sp = jplan["site_packages"]
+        backup = backup_root(self.journal.state_dir, jplan["run_id"])
+        self.backup = backup
+        paths = [p for p, existed in jplan["writes"] if existed] + list(jplan["deletes"])
+        made = set()
+        for count, path in enumerate(paths, 1):
+            target = _backup_path(backup, path)
+            parent = os.path.dirname(target)
+            if parent not in made:
+                os.makedirs(parent, exist_ok=True)
+                made.add(parent)
+            try:
+                _link_or_copy(resolve(sp, path), target)
+            except OSError as exc:
+                if exc.errno != errno.ENOENT:
+                    raise
+            self.crash("backing_up", count)
+        os.makedirs(os.path.join(backup, "site-packages"), exist_ok=True)
+
+    def _writing_files(self, plan):
+        self.journal.set_phase("writing_files")
+        sp = plan.dest.site_packages
+        jobs = []
+        made = set()
+        for index, op in enumerate(plan.writes):
+            full = resolve(sp, op.path)
+            parent = os.path.dirname(full)
+            if parent not in made:
+                os.makedirs(parent, exist_ok=True)
+                made.add(parent)
+            jobs.append(_job(op, full, _tmp_name(full, plan.run_id, index, parent), direct=not op.existed))
+        done = [0]
+
+        def progress():
+            done[0] += 1
+            self.crash("writing_files", done[0])
+
+        run_parallel(jobs, self.placer.place, self.workers, progress)
+
+    def _writing_dist_info(self, plan):
+        self.journal.set_phase("writing_dist_info")
+        sp = plan.dest.site_packages
+        backup_sp = os.path.join(backup_root(self.journal.state_dir, plan.run_id), "site-packages")
+        for name in plan.old_dist_infos:
+            src = os.path.join(sp, name)
+            if os.path.lexists(src):
+                os.rename(src, os.path.join(backup_sp, name))
+        self.crash("writing_dist_info", 1)
+        for index, dop in enumerate(plan.dist_info_writes):
+            tmpdir = _di_tmp_dir(sp, plan.run_id, index)
+            if os.path.isdir(tmpdir):
+                shutil.rmtree(tmpdir)
+            os.mkdir(tmpdir)
+            jobs = []
+            for op in dop.files:
+                rel = op.path[len(dop.dist_info) + 1:]
+                full = os.path.join(tmpdir, rel)
+                if os.path.dirname(rel):
+                    os.makedirs(os.path.dirname(full), exist_ok=True)
+                jobs.append(_job(op, full, full + ".dflash-tmp", direct=True))  # a fresh temp dir: all names new
+            run_parallel(jobs, self.placer.place, 1)
+            final = os.path.join(sp, dop.dist_info)
+            if os.path.lexists(final):
+                # a leftover no listing saw (not a directory, or no METADATA): keep it in the backup
+                saved = os.path.join(backup_sp, dop.dist_info)
+                if os.path.lexists(saved):
+                    saved = saved + ".leftover"
+                os.rename(final, saved)
+            os.rename(tmpdir, final)
+            self.crash("writing_dist_info", index + 2)
+
+    # -- after the commit point: idempotent ------------------------------
+    def commit(self, jplan):
+        sp = jplan["site_packages"]
+        deleted = []
+        for count, path in enumerate(jplan["deletes"], 1):
+            full = resolve(sp, path)
+            if _unlink(full):
+                deleted.append(full)
+            self.crash("committing", count)
+        deleted.extend(self._purge_pyc(jplan))
+        venv_bin = os.path.normpath(os.path.join(sp, "../../../bin"))
+        _prune_dirs([resolve(sp, p) for p in jplan["deletes"]] + deleted, set([sp, venv_bin]))
+
+    def _purge_pyc(self, jplan):
+        """Remove cached bytecode of replaced or deleted .py files that no RECORD claims."""
+        sp = jplan["site_packages"]
+        claims = set(jplan["final_claims"])
+        listing = {}
+        removed = []
+        candidates = [p for p, dummy in jplan["writes"]] + list(jplan["deletes"])
+        for path in candidates:
+            if not path.endswith(".py") or path.startswith("../"):
+                continue
+            directory, base = os.path.split(path)
+            cache_rel = os.path.join(directory, "__pycache__")
+            if cache_rel not in listing:
+                try:
+                    listing[cache_rel] = os.listdir(os.path.join(sp, cache_rel))
+                except OSError:
+                    listing[cache_rel] = []
+            prefix = base[:-3] + "."
+            for name in listing[cache_rel]:
+                if name.startswith(prefix) and name.endswith(".pyc") and name.count(".") == prefix.count(".") + 1:
+                    rel = os.path.join(cache_rel, name)
+                    if rel not in claims and _unlink(os.path.join(sp, rel)):
+                        removed.append(os.path.join(sp, rel))
+        return removed
+
+    def cleanup(self, jplan):
+        self._keep_or_drop_backup(jplan["run_id"])
+        self.crash("cleaning_up", 1)
+        self.journal.finish()
+
+    def _drop_backup(self, run_id):
+        backup = backup_root(self.journal.state_dir, run_id)
+        if os.path.isdir(backup):
+            shutil.rmtree(backup)
+        self.backup_kept = False
+
+    def _keep_or_drop_backup(self, run_id):
+        backup = backup_root(self.journal.state_dir, run_id)
+        self.backup = backup
+        if self.keep_backups <= 0:
+            self._drop_backup(run_id)
+            return
+        keep_dir = os.path.join(self.journal.state_dir, "backups")
+        os.makedirs(keep_dir, exist_ok=True)
+        kept = os.path.join(keep_dir, run_id)
+        if os.path.isdir(backup):
+            os.rename(backup, kept)
+        self.backup = kept
+        self.backup_kept = True
+        old = sorted(os.listdir(keep_dir))
+        for name in old[:-self.keep_backups]:
+            shutil.rmtree(os.path.join(keep_dir, name), ignore_errors=True)
+
+    # -- recovery ----------------------------------------------------------
+    def rollback(self, jplan):
+        """Undo phases 1-4 of a run: restore from its backup, remove what it added."""
+        sp = jplan["site_packages"]
+        run_id = jplan["run_id"]
+        backup = backup_root(self.journal.state_dir, run_id)
+        backup_sp = os.path.join(backup, "site-packages")
+        # dist-info dirs first: new ones out, old ones back
+        for index, (name, existed) in enumerate(jplan["dist_info_writes"]):
+            tmpdir = _di_tmp_dir(sp, run_id, index)
+            if os.path.isdir(tmpdir):
+                shutil.rmtree(tmpdir)
+            final = os.path.join(sp, name)
+            saved = os.path.join(backup_sp, name)
+            if existed:
+                if os.path.isdir(saved):
+                    if os.path.lexists(final):
+                        shutil.rmtree(final)
+                    os.rename(saved, final)
+            elif os.path.lexists(final):
+                shutil.rmtree(final)
+        for name in jplan["old_dist_infos"]:
+            saved = os.path.join(backup_sp, name)
+            final = os.path.join(sp, name)
+            if os.path.isdir(saved) and not os.path.lexists(final):
+                os.rename(saved, final)
+        added = []
+        for index, (path, existed) in enumerate(jplan["writes"]):
+            full = resolve(sp, path)
+            _unlink(_tmp_name(full, run_id, index))
+            if existed:
+                saved = _backup_path(backup, path)
+                try:
+                    saved_st = os.lstat(saved)
+                except OSError:
+                    continue  # never backed up, so never replaced
+                try:
+                    if os.path.samestat(saved_st, os.lstat(full)):
+                        continue
+                except OSError:
+                    pass
+                tmp = _tmp_name(full, run_id, index)
+                _link_or_copy(saved, tmp)
+                os.rename(tmp, full)
+            elif _unlink(full):
+                added.append(full)
+        venv_bin = os.path.normpath(os.path.join(sp, "../../../bin"))
+        _prune_dirs(added, set([sp, venv_bin]))
+
+    def recover(self):
+        """Finish or roll back an interrupted run; returns a description or None."""
+        pending = self.journal.pending()
+        if pending is None:
+            return None
+        state, jplan = pending
+        phase = state["phase"]
+        if is_committed(phase):
+            self.commit(jplan)
+            self.journal.set_phase("cleaning_up")
+            self.cleanup(jplan)
+            action = "finished"
+        else:
+            self.rollback(jplan)
+            self._drop_backup(jplan["run_id"])
+            self.journal.finish()
+            action = "rolled_back"
+        return {"run_id": jplan["run_id"], "phase": phase, "action": action,
+                "phase_index": PHASES.index(phase)}
+
+
+def _job(op, full, tmp, direct=False):
+    src = op.source
+    if op.data is not None:
+        return Job(full, tmp, op.size, op.mode, op.mtime_ns, data=op.data, direct=direct)
+    return Job(full, tmp, op.size, op.mode, op.mtime_ns, src=src.src, offset=src.offset, direct=direct)
+
+
+def file_mode_ok(path):
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False

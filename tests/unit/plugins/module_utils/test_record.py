@@ -1,0 +1,87 @@
+"""record.py: RECORD parsing, path validation, hashing, verification."""
+
+from __future__ import annotations
+
+import pytest
+from ansible_collections.dflash.deploy.plugins.module_utils.record import (
+    RecordEntry,
+    RecordError,
+    format_record,
+    hash_bytes,
+    hash_file,
+    hex_to_record_hash,
+    normalize_record_path,
+    parse_record,
+    record_hash_to_hex,
+    verify_entries,
+)
+
+
+@pytest.mark.parametrize("raw,want", [
+    ("torch/__init__.py", "torch/__init__.py"),
+    ("./torch//lib/x.so", "torch/lib/x.so"),
+    ("torch/sub/../x.py", "torch/x.py"),
+    ("../../../bin/torchrun", "../../../bin/torchrun"),
+    ("nvidia/cu13/lib/libcudart.so.13", "nvidia/cu13/lib/libcudart.so.13"),
+])
+def test_valid_paths(raw, want):
+    assert normalize_record_path(raw) == want
+
+
+@pytest.mark.parametrize("raw", [
+    "", "/etc/passwd", "../x.py", "../../lib/evil.py", "../../../etc/cron.d/x", "../../../bin/sub/x",
+    "torch/../../outside.py", "../../../bin/", ".", "a\x00b", "C:/windows", "a\\..\\b",
+    "../../../../bin/x", "../../../share/jupyter/x.json",
+])
+def test_refused_paths(raw):
+    with pytest.raises(RecordError):
+        normalize_record_path(raw)
+
+
+def test_parse_and_format_roundtrip():
+    text = ('torch/__init__.py,sha256=AAAA,10\n"torch/a,b.py",sha256=BBBB,3\n'
+            "../../../bin/torchrun,sha256=CCCC,50\ntorch-2.dist-info/RECORD,,\n")
+    entries = parse_record(text)
+    assert [e.path for e in entries] == ["torch/__init__.py", "torch/a,b.py", "../../../bin/torchrun",
+                                         "torch-2.dist-info/RECORD"]
+    assert entries[0].size == 10 and entries[3].hash is None and entries[3].size is None
+    assert entries[2].is_script and not entries[0].is_script
+    assert parse_record(format_record(entries)) == entries
+
+
+@pytest.mark.parametrize("text", [
+    "a.py,sha256=x,1\na.py,sha256=x,1\n",  # duplicate
+    "a.py,nohash,1\n",
+    "a.py,sha256=x,notanumber\n",
+    "a.py,sha256=x,1,extra\n",
+    "/abs.py,sha256=x,1\n",
+    "../../escape.py,sha256=x,1\n",
+])
+def test_parse_refuses(text):
+    with pytest.raises(RecordError):
+        parse_record(text)
+
+
+def test_hash_helpers(tmp_path):
+    data = b"hello world\n" * 1000
+    path = tmp_path / "f"
+    path.write_bytes(data)
+    value = hash_bytes(data)
+    assert value.startswith("sha256=") and "=" not in value[len("sha256="):]
+    assert hash_file(str(path)) == (value, len(data))
+    algo, hex_digest = record_hash_to_hex(value)
+    assert algo == "sha256" and hex_to_record_hash(hex_digest) == value
+
+
+def test_verify_entries(tmp_path):
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "a.py").write_bytes(b"a")
+    (tmp_path / "pkg" / "b.py").write_bytes(b"changed")
+    entries = [
+        RecordEntry("pkg/a.py", hash_bytes(b"a"), 1),
+        RecordEntry("pkg/b.py", hash_bytes(b"b"), 1),
+        RecordEntry("pkg/c.py", hash_bytes(b"c"), 1),
+        RecordEntry("pkg.dist-info/RECORD"),
+    ]
+    problems = verify_entries(str(tmp_path), entries)
+    assert problems == ["hash mismatch: pkg/b.py", "missing: pkg/c.py", "missing: pkg.dist-info/RECORD"]

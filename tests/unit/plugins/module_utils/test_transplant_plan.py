@@ -1,0 +1,144 @@
+"""transplant_plan.py: ownership-aware planning (no files change while planning)."""
+
+from __future__ import annotations
+
+import pytest
+from ansible_collections.dflash.deploy.plugins.module_utils.dist_info import open_venv
+from ansible_collections.dflash.deploy.plugins.module_utils.transplant_plan import PlanError, build_plan
+from ansible_collections.dflash.deploy.plugins.module_utils.transplant_source import VenvSource, rewrite_script
+from transplant_support import CPTAG, add_dist, make_venv, snapshot
+
+
+@pytest.fixture
+def pair(tmp_path):
+    src = make_venv(tmp_path / "src")
+    dest = make_venv(tmp_path / "dest")
+    return src, dest
+
+
+def _plan(src, dest, patterns, remove=()):
+    source = VenvSource(open_venv(str(src)))
+    selected = source.load(patterns) if patterns else []
+    return build_plan("run", source, selected, open_venv(str(dest)), remove)
+
+
+def test_upgrade_plan(pair):
+    src, dest = pair
+    add_dist(src, "torch", "2.11.0+cu130", {"torch/__init__.py": b"130", "torch/lib/libtorch_cuda.so": b"new",
+                                            "torch/only_new.py": b"n"})
+    add_dist(dest, "torch", "2.11.0+cu128", {"torch/__init__.py": b"128", "torch/lib/libtorch_cuda.so": b"old",
+                                             "torch/only_old.py": b"o"})
+    before = snapshot(dest)
+    plan = _plan(src, dest, ["torch"])
+    assert snapshot(dest) == before
+    assert plan.moved == [{"name": "torch", "from": "2.11.0+cu128", "to": "2.11.0+cu130",
+                           "dist_info": "torch-2.11.0+cu130.dist-info",
+                           "old_dist_infos": ["torch-2.11.0+cu128.dist-info"]}]
+    assert sorted(w.path for w in plan.writes) == ["torch/__init__.py", "torch/lib/libtorch_cuda.so",
+                                                   "torch/only_new.py"]
+    assert {w.path: w.existed for w in plan.writes}["torch/only_new.py"] is False
+    assert plan.deletes == ["torch/only_old.py"]
+    assert plan.old_dist_infos == ["torch-2.11.0+cu128.dist-info"]
+    info = plan.dist_info_writes[0]
+    assert info.dist_info == "torch-2.11.0+cu130.dist-info" and not info.existed
+    assert info.files[-1].path.endswith("/RECORD")  # RECORD is the last file written
+
+
+def test_shared_files_of_leaving_dist_are_kept(pair):
+    src, dest = pair
+    shared = {"sgl_kernel/__init__.py": b"shared", "sgl_kernel/ops.py": b"ops"}
+    add_dist(dest, "sgl-kernel", "0.3.21", dict(shared, **{"sgl_kernel/only_old.py": b"x"}))
+    add_dist(dest, "sglang-kernel", "0.4.2", dict(shared, **{"sgl_kernel/only_new.py": b"y"}))
+    plan = _plan(src, dest, [], remove=["sgl-kernel"])
+    assert plan.removed == [{"name": "sgl-kernel", "version": "0.3.21", "dist_info": "sgl_kernel-0.3.21.dist-info"}]
+    assert plan.deletes == ["sgl_kernel/only_old.py"]
+    assert plan.kept_shared == ["sgl_kernel/__init__.py", "sgl_kernel/ops.py"]
+    assert plan.writes == [] and plan.old_dist_infos == ["sgl_kernel-0.3.21.dist-info"]
+
+
+def test_namespace_dir_shared_and_identical_files_allowed(pair):
+    src, dest = pair
+    add_dist(src, "nvidia-cuda-runtime", "13.0", {"nvidia/__init__.py": b"", "nvidia/cu13/lib/libcudart.so.13": b"13"})
+    add_dist(src, "nvidia-cublas", "13.0", {"nvidia/__init__.py": b"", "nvidia/cu13/lib/libcublas.so.13": b"b13"})
+    add_dist(dest, "nvidia-nccl-cu12", "2.0", {"nvidia/__init__.py": b"", "nvidia/nccl/lib/libnccl.so.2": b"n"})
+    plan = _plan(src, dest, ["nvidia-*"])
+    paths = sorted(w.path for w in plan.writes)
+    assert paths == ["nvidia/__init__.py", "nvidia/cu13/lib/libcublas.so.13", "nvidia/cu13/lib/libcudart.so.13"]
+    assert plan.deletes == []
+
+
+def test_conflicting_content_with_staying_dist_refused(pair):
+    src, dest = pair
+    add_dist(src, "sglang-kernel", "0.4.2", {"sgl_kernel/__init__.py": b"new"})
+    add_dist(dest, "sgl-kernel", "0.3.21", {"sgl_kernel/__init__.py": b"old"})
+    with pytest.raises(PlanError, match="also claimed by sgl-kernel, which stays.*add sgl-kernel to remove"):
+        _plan(src, dest, ["sglang-kernel"])
+    plan = _plan(src, dest, ["sglang-kernel"], remove=["sgl-kernel"])
+    assert [w.path for w in plan.writes] == ["sgl_kernel/__init__.py"] and plan.deletes == []
+
+
+def test_moved_and_removed_refused(pair):
+    src, dest = pair
+    add_dist(src, "torch", "2", {"torch/a.py": b"a"})
+    add_dist(dest, "torch", "1", {"torch/a.py": b"b"})
+    with pytest.raises(PlanError, match="both moved and removed"):
+        _plan(src, dest, ["torch"], remove=["tor*"])
+
+
+def test_wrong_abi_refused(pair):
+    src, dest = pair
+    add_dist(src, "torch", "2", {"torch/a.py": b"a"}, tag="cp39-cp39-manylinux_2_28_x86_64")
+    with pytest.raises(PlanError, match="cp39-cp39.*CPython 3"):
+        _plan(src, dest, ["torch"])
+
+
+def test_unchanged_is_stat_only(pair, monkeypatch):
+    src, dest = pair
+    add_dist(src, "torch", "2", {"torch/a.py": b"a" * 100}, tag=CPTAG + "-" + CPTAG + "-linux_x86_64",
+             mtime=1_700_000_000)
+    add_dist(dest, "torch", "2", {"torch/a.py": b"a" * 100}, mtime=1_700_000_000)
+    import shutil
+    # make the dest's dist-info match the source's byte for byte (as a finished transplant leaves it)
+    for name in ("METADATA", "WHEEL", "INSTALLER", "RECORD"):
+        s = next(src.glob("lib/python3.*/site-packages/torch-2.dist-info")) / name
+        d = next(dest.glob("lib/python3.*/site-packages/torch-2.dist-info")) / name
+        shutil.copy2(s, d)
+    import ansible_collections.dflash.deploy.plugins.module_utils.record as record_mod
+
+    def no_hashing(*args, **kwargs):
+        raise AssertionError("a no-op plan must not hash")
+    monkeypatch.setattr(record_mod, "hash_file", no_hashing)
+    plan = _plan(src, dest, ["torch"])
+    assert not plan.has_work and plan.unchanged == [{"name": "torch", "version": "2"}]
+    # a size change (same dist-info) is noticed by stat and leads to a rewrite
+    target = next(dest.glob("lib/python3.*/site-packages/torch/a.py"))
+    target.write_bytes(b"short")
+    assert _plan(src, dest, ["torch"]).has_work
+
+
+def test_dest_without_record_refused_when_leaving(pair):
+    src, dest = pair
+    add_dist(src, "torch", "2", {"torch/a.py": b"a"})
+    add_dist(dest, "torch", "1", {"torch/a.py": b"b"}, write_record=False)
+    with pytest.raises(PlanError, match="no RECORD"):
+        _plan(src, dest, ["torch"])
+
+
+def test_symlinked_dir_escape_refused(pair, tmp_path):
+    src, dest = pair
+    add_dist(src, "evil", "1", {"evil/x.py": b"x"})
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    sp = next(dest.glob("lib/python3.*/site-packages"))
+    (sp / "evil").symlink_to(outside)
+    with pytest.raises(PlanError, match="resolves outside the venv"):
+        _plan(src, dest, ["evil"])
+
+
+def test_rewrite_script():
+    body = b"#!/old/venv/bin/python3\nimport sys\n"
+    assert rewrite_script(body, ["/old/venv"], "/new/v") == b"#!/new/v/bin/python3\nimport sys\n"
+    long_form = b"#!/bin/sh\n'''exec' '/old/venv/bin/python' \"$0\" \"$@\"\n' '''\nimport x\n"
+    assert b"'/new/v/bin/python'" in rewrite_script(long_form, ["/old/venv"], "/new/v")
+    assert rewrite_script(b"#!python\nx\n", [], "/new/v") == b"#!/new/v/bin/python\nx\n"
+    assert rewrite_script(b"\x7fELF...", ["/old/venv"], "/new/v") == b"\x7fELF..."
