@@ -10,9 +10,11 @@ cd "$(dirname "$0")/.."
 root=$PWD
 # Outside the checkout: inside it, ansible-test would find this repo's .git,
 # ask git for the file list, and skip everything under the ignored copy.
-work=${DFLASH_SANITY_DIR:-${TMPDIR:-/tmp}/dflash-sanity}
+# One directory per run, so concurrent runs (two checkouts, CI beside a dev
+# shell) never clobber each other; removed afterwards.
+work=$(mktemp -d "${TMPDIR:-/tmp}/dflash-sanity.XXXXXX")
+trap 'rm -rf "$work"' EXIT
 dest=$work/ansible_collections/dflash/deploy
-rm -rf "$work"
 mkdir -p "$dest"
 git ls-files -z --cached --others --exclude-standard | .venv/bin/python -c '
 import fnmatch, sys, yaml
@@ -31,4 +33,4 @@ for path in sys.stdin.read().split("\0"):
   cp -P "$f" "$dest/$f"
 done
 cd "$dest"
-exec "$root/.venv/bin/ansible-test" sanity --venv --python 3.11 --color no "$@"
+"$root/.venv/bin/ansible-test" sanity --venv --python 3.11 --color no "$@"
