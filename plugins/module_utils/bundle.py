@@ -9,6 +9,7 @@ copied out with ``copy_file_range`` straight from the tar file.  Members::
 
     site-packages/<RECORD path>     files inside site-packages
     bin/<name>                      scripts RECORD places in the venv's bin/
+    venv/<path>                     data-scheme files elsewhere in the venv (share/, include/)
     MANIFEST.json                   written last
 
 The manifest lists every distribution (name, version, dist-info, WHEEL tags)
@@ -32,6 +33,7 @@ import tarfile
 from ansible_collections.dflash.deploy.plugins.module_utils.fastcopy import run_parallel
 from ansible_collections.dflash.deploy.plugins.module_utils.record import (
     BIN_PREFIX,
+    VENV_PREFIX,
     RecordError,
     normalize_record_path,
     parse_record,
@@ -51,6 +53,8 @@ class BundleError(Exception):
 def member_name(record_path):
     if record_path.startswith(BIN_PREFIX):
         return "bin/" + record_path[len(BIN_PREFIX):]
+    if record_path.startswith(VENV_PREFIX):
+        return "venv/" + record_path[len(VENV_PREFIX):]
     return "site-packages/" + record_path
 
 

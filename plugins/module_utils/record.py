@@ -4,8 +4,12 @@
 """RECORD files of installed distributions: parse, validate, hash, verify, write.
 
 A RECORD line is ``path,algo=urlsafe-b64-digest-without-padding,size`` with
-``path`` relative to site-packages.  Scripts sit outside it, in the venv's
-``bin/`` (``../../../bin/name``); nothing else may leave site-packages.
+``path`` relative to site-packages.  Two kinds of path leave site-packages,
+both through the venv root (``../../../``, site-packages being
+``lib/pythonX.Y/site-packages``): scripts directly in the venv's ``bin/``
+(``../../../bin/name``), and the wheel data scheme's files elsewhere under the
+venv (``../../../share/man/man1/isympy.1``, ``../../../include/...``).
+Nothing may leave the venv.
 
 Standard library only.
 """
@@ -21,7 +25,8 @@ import io
 import os
 import posixpath
 
-BIN_PREFIX = "../../../bin/"
+VENV_PREFIX = "../../../"
+BIN_PREFIX = VENV_PREFIX + "bin/"
 _READ_CHUNK = 1 << 20
 
 
@@ -43,6 +48,11 @@ class RecordEntry:
     def is_script(self):
         return self.path.startswith(BIN_PREFIX)
 
+    @property
+    def is_venv_data(self):
+        """A data-scheme file under the venv root, outside site-packages and bin/."""
+        return is_venv_data(self.path)
+
     def as_tuple(self):
         return (self.path, self.hash, self.size)
 
@@ -56,12 +66,18 @@ class RecordEntry:
         return "RecordEntry(%r, %r, %r)" % self.as_tuple()
 
 
+def is_venv_data(path):
+    """True for a normalized path under the venv root that is not a bin/ script."""
+    return path.startswith(VENV_PREFIX) and not path.startswith(BIN_PREFIX)
+
+
 def normalize_record_path(raw):
     """Validate one RECORD path and return its normalized form.
 
-    Allowed: a relative path inside site-packages, or ``../../../bin/<name>``
-    (a script directly in the venv's bin/).  Refused: empty, absolute, NUL or
-    backslash, and every other ``..`` escape.
+    Allowed: a relative path inside site-packages; ``../../../bin/<name>`` (a
+    script directly in the venv's bin/); ``../../../<dir>/...`` (a data-scheme
+    file elsewhere in the venv, e.g. ``share/man``).  Refused: empty, absolute,
+    NUL or backslash, any path that leaves the venv, and any other ``..``.
     """
     if not raw or "\x00" in raw or "\\" in raw:
         raise RecordError("empty path, or NUL or backslash in path %r" % (raw,))
@@ -75,7 +91,12 @@ def normalize_record_path(raw):
             name = path[len(BIN_PREFIX):]
             if name and "/" not in name and name not in (".", ".."):
                 return path
-        raise RecordError("path %r escapes site-packages (only scripts in the venv's bin/ may)" % (raw,))
+        rest = path[len(VENV_PREFIX):] if path.startswith(VENV_PREFIX) else ""
+        top = rest.split("/", 1)[0]
+        if rest and "/" in rest and top not in ("..", ".", "bin", "lib", "lib64"):
+            return path
+        raise RecordError("path %r escapes site-packages (only scripts in the venv's bin/ and data files "
+                          "elsewhere in the venv may)" % (raw,))
     return path
 
 

@@ -156,7 +156,9 @@ class _ParentCheck:
     """Refuse destination paths whose existing parents resolve outside the venv."""
 
     def __init__(self, dest):
-        self.roots = (os.path.realpath(dest.site_packages), os.path.realpath(dest.bin))
+        # site-packages and bin/ lie in the venv root, and so do the wheel
+        # data-scheme files (share/, include/) that RECORD may place there.
+        self.roots = (os.path.realpath(dest.root), os.path.realpath(dest.site_packages), os.path.realpath(dest.bin))
         self.cache = {}
 
     def check(self, full):

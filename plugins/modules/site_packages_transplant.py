@@ -21,7 +21,8 @@ description:
     C(nvidia/) are never replaced as a whole.
   - Every RECORD path is validated first. Absolute paths and C(..) escapes are refused; scripts that
     RECORD places in the venv's C(bin/) are allowed there only, with their interpreter line rewritten
-    to the destination's python and their RECORD hash recomputed.
+    to the destination's python and their RECORD hash recomputed; wheel data-scheme files elsewhere
+    under the venv root (C(share/), C(include/)) move unchanged. Nothing may leave the venv.
   - Files are written under a temporary name and renamed into place (an existing inode is never
     modified; uv hardlinks venv files from its cache); dist-info directories are written last; a
     journal in C(<dest>/.dflash-transplant) lets the next run finish or roll back an interrupted one

@@ -23,15 +23,20 @@ from ansible_collections.dflash.deploy.plugins.module_utils.record import (
     ("torch/sub/../x.py", "torch/x.py"),
     ("../../../bin/torchrun", "../../../bin/torchrun"),
     ("nvidia/cu13/lib/libcudart.so.13", "nvidia/cu13/lib/libcudart.so.13"),
+    # wheel data scheme: real sympy installs ../../../share/man/man1/isympy.1
+    ("../../../share/man/man1/isympy.1", "../../../share/man/man1/isympy.1"),
+    ("../../../share/jupyter/x.json", "../../../share/jupyter/x.json"),
+    ("../../../include/site/python3.12/greenlet/greenlet.h", "../../../include/site/python3.12/greenlet/greenlet.h"),
+    ("../../../etc/jupyter/x.json", "../../../etc/jupyter/x.json"),
 ])
 def test_valid_paths(raw, want):
     assert normalize_record_path(raw) == want
 
 
 @pytest.mark.parametrize("raw", [
-    "", "/etc/passwd", "../x.py", "../../lib/evil.py", "../../../etc/cron.d/x", "../../../bin/sub/x",
+    "", "/etc/passwd", "../x.py", "../../lib/evil.py", "../../../bin/sub/x",
     "torch/../../outside.py", "../../../bin/", ".", "a\x00b", "C:/windows", "a\\..\\b",
-    "../../../../bin/x", "../../../share/jupyter/x.json",
+    "../../../../bin/x", "../../../../../etc/cron.d/x", "../../../share", "../../../lib/python3.12/x.py",
 ])
 def test_refused_paths(raw):
     with pytest.raises(RecordError):

@@ -259,3 +259,34 @@ def test_through_ansible_cli(venvs):
     second = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, env=env, check=False)
     assert second.returncode == 0 and "SUCCESS" in second.stdout and "\"changed\": false" in second.stdout
     assert record_state(dest)["problems"] == []
+
+
+@pytest.mark.parametrize("via_bundle", [False, True])
+def test_wheel_data_files_travel_inside_the_venv(venvs, tmp_path, via_bundle):
+    """Real wheels install data-scheme files beside site-packages (sympy's
+    ../../../share/man/man1/isympy.1): they move with their distribution and
+    leave with it, and nothing outside the destination venv is touched."""
+    src, dest = venvs
+    man = "../../../share/man/man1/isympy.1"
+    add_dist(src, "sympy", "1.14.0", {"sympy/__init__.py": b"s = 1\n", man: b".TH ISYMPY 1\n"})
+    args = {"dest": str(dest), "distributions": ["sympy"]}
+    if via_bundle:
+        bundle = tmp_path / "sympy.tar"
+        rc, result = run_module({"state": "packed", "src": str(src), "bundle": str(bundle),
+                                 "distributions": ["sympy"]})
+        assert rc == 0, result
+        with tarfile.open(bundle) as tar:
+            assert "venv/share/man/man1/isympy.1" in tar.getnames()
+        args["bundle"] = str(bundle)
+    else:
+        args["src"] = str(src)
+    rc, result = run_module(args)
+    assert rc == 0 and result["changed"] is True, result
+    assert (dest / "share" / "man" / "man1" / "isympy.1").read_bytes() == b".TH ISYMPY 1\n"
+    assert record_state(dest)["problems"] == []
+    rc, result = run_module(args)
+    assert rc == 0 and result["changed"] is False, result
+    rc, result = run_module({"dest": str(dest), "remove": ["sympy"]})
+    assert rc == 0 and result["changed"] is True
+    assert not (dest / "share" / "man" / "man1" / "isympy.1").exists()
+    assert (dest / "lib").is_dir() and record_state(dest)["problems"] == []
