@@ -268,6 +268,31 @@ class Placer:
         else:
             place_copy(job, self.do_fsync)
 
+    def needs_probe(self, job):
+        """Auto mode has not yet chosen its method, and job (a plain file) would choose it."""
+        return self.link == "auto" and self._auto_method is None and job.data is None and job.offset is None
+
+    def links_in_place(self):
+        """Files are hardlinked: placing them one after another beats a thread pool."""
+        return self.link == "hardlink" or (self.link == "auto" and self._auto_method == "hardlink")
+
+    def link_now(self, src, dest, size):
+        """Hardlink file src straight to a new name dest (no temp name: link(2) never overwrites).
+
+        False when that needs place(): link(2) failed (the name exists after all, or an error
+        that place() reports properly).  Not thread safe: call it only while no other thread
+        places jobs.
+        """
+        try:
+            os.link(src, dest)
+        except OSError:
+            return False
+        if self.files_linked == 0:
+            self.methods.add("hardlink")
+        self.files_linked += 1
+        self.bytes_linked += size
+        return True
+
     def place(self, job, src_fd=None):
         """Place one job (thread safe)."""
         if job.data is not None or job.offset is not None or src_fd is not None:

@@ -83,6 +83,9 @@ def normalize_record_path(raw):
         raise RecordError("empty path, or NUL or backslash in path %r" % (raw,))
     if raw.startswith("/") or (len(raw) > 1 and raw[1] == ":"):
         raise RecordError("absolute path %r" % (raw,))
+    if raw[0] != "." and "/." not in raw and "//" not in raw and raw[-1] != "/":
+        # no "." or ".." component and nothing to collapse: normpath would return raw itself
+        return raw
     path = posixpath.normpath(raw)
     if path in (".", ""):
         raise RecordError("path %r names site-packages itself" % (raw,))
@@ -104,15 +107,20 @@ def parse_record(text, validate=True):
     """Parse RECORD text into a list of RecordEntry (duplicates refused)."""
     entries = []
     seen = set()
-    for lineno, row in enumerate(csv.reader(io.StringIO(text)), 1):
-        if not row or (len(row) == 1 and not row[0].strip()):
+    if '"' in text or "\r" in text:
+        rows = csv.reader(io.StringIO(text))
+    else:  # nothing quoted, one line per row: what csv.reader returns, without its per-row cost
+        rows = [line.split(",") for line in text.split("\n")]
+    for lineno, row in enumerate(rows, 1):
+        fields = len(row)
+        if not row or (fields == 1 and not row[0].strip()):
             continue
-        if len(row) > 3:
-            raise RecordError("RECORD line %d has %d fields" % (lineno, len(row)))
+        if fields > 3:
+            raise RecordError("RECORD line %d has %d fields" % (lineno, fields))
         raw = row[0]
         path = normalize_record_path(raw) if validate else posixpath.normpath(raw)
-        hash_value = row[1] if len(row) > 1 else ""
-        size_text = row[2] if len(row) > 2 else ""
+        hash_value = row[1] if fields > 1 else ""
+        size_text = row[2] if fields > 2 else ""
         if hash_value and "=" not in hash_value:
             raise RecordError("RECORD line %d: malformed hash %r" % (lineno, hash_value))
         try:
@@ -139,6 +147,10 @@ def read_record(path):
 
 def format_record(entries):
     """RECORD text for entries, in the given order (csv, ``\\n`` line ends)."""
+    fields = "".join([e.path + (e.hash or "") for e in entries])
+    if not ("," in fields or '"' in fields or "\r" in fields or "\n" in fields):
+        # nothing to quote: exactly what csv.writer writes
+        return "".join(["%s,%s,%s\n" % (e.path, e.hash or "", "" if e.size is None else e.size) for e in entries])
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     for entry in entries:

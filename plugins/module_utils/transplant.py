@@ -12,6 +12,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import errno
+import gc
 import os
 
 from ansible_collections.dflash.deploy.plugins.module_utils.bundle import Bundle, BundleError, pack
@@ -79,6 +80,20 @@ def _diff(dest_dists, plan):
 
 def transplant(dest, src=None, bundle=None, distributions=None, remove=(), link="auto", keep_backups=0,
                do_fsync=False, workers=None, verify_source=False, check_mode=False, diff=False):
+    # Tens of thousands of small objects per run (one RECORD entry, source file and write per
+    # file) and no reference cycles among them: the cyclic collector would only rescan them.
+    gc_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _transplant(dest, src, bundle, distributions, remove, link, keep_backups, do_fsync, workers,
+                           verify_source, check_mode, diff)
+    finally:
+        if gc_enabled:
+            gc.enable()
+
+
+def _transplant(dest, src, bundle, distributions, remove, link, keep_backups, do_fsync, workers, verify_source,
+                check_mode, diff):
     workers = workers or default_workers()
     try:
         dest_venv = open_venv(dest)

@@ -32,6 +32,7 @@ import stat
 
 from ansible_collections.dflash.deploy.plugins.module_utils.dist_info import list_dists, name_matches
 from ansible_collections.dflash.deploy.plugins.module_utils.record import (
+    BIN_PREFIX,
     RecordEntry,
     RecordError,
     format_record,
@@ -48,11 +49,15 @@ class PlanError(Exception):
 
 
 class WriteOp:
-    """One file to place: from a SourceFile, or from data (rewritten scripts, RECORD)."""
+    """One file to place: from a SourceFile, or from data (rewritten scripts, RECORD).
 
-    __slots__ = ("path", "source", "data", "size", "mode", "mtime_ns", "existed")
+    ``full`` is its absolute destination path when the plan resolved it.
+    """
 
-    def __init__(self, path, source=None, data=None, size=None, mode=None, mtime_ns=None, existed=False):
+    __slots__ = ("path", "source", "data", "size", "mode", "mtime_ns", "existed", "full")
+
+    def __init__(self, path, source=None, data=None, size=None, mode=None, mtime_ns=None, existed=False,
+                 full=None):
         self.path = path
         self.source = source
         self.data = data
@@ -60,6 +65,7 @@ class WriteOp:
         self.mode = mode if mode is not None else (source.mode if source is not None else 0o644)
         self.mtime_ns = mtime_ns if mtime_ns is not None else (source.mtime_ns if source is not None else None)
         self.existed = existed
+        self.full = full
 
 
 class DistInfoOp:
@@ -85,6 +91,7 @@ class Plan:
         self.kept_shared = []
         self.final_claims = set()
         self.warnings = []
+        self.new_dirs = []  # destination directories the writes need that did not exist, parents first
 
     @property
     def has_work(self):
@@ -104,7 +111,9 @@ class Plan:
             "dist_info_writes": [[d.dist_info, d.existed] for d in self.dist_info_writes],
             "old_dist_infos": list(self.old_dist_infos),
             "deletes": list(self.deletes),
-            "final_claims": sorted(self.final_claims),
+            # recovery's bytecode purge asks only whether a .pyc is claimed: the rest stays out
+            "final_claims": sorted(p for p in self.final_claims if p.endswith(".pyc")),
+            "new_dirs": list(self.new_dirs),
             "moved": self.moved,
             "removed": self.removed,
         }
@@ -152,30 +161,84 @@ def _unchanged(src, dist, dest):
     return True
 
 
-class _ParentCheck:
-    """Refuse destination paths whose existing parents resolve outside the venv."""
+_DIR, _LINK, _OTHER = 1, 2, 3
+
+
+def _scan(directory):
+    """{name: kind} of a directory's entries from one listing (no stat per entry); None if it is missing."""
+    try:
+        with os.scandir(directory) as entries:
+            return dict((e.name, _LINK if e.is_symlink() else _DIR if e.is_dir(follow_symlinks=False) else _OTHER)
+                        for e in entries)
+    except OSError:
+        return None
+
+
+class _DestTree:
+    """The destination's directories as the plan sees them, one listing per directory.
+
+    Refuses destination paths whose parents resolve outside the venv: each
+    directory's real path is its parent's real path plus its name, and any
+    symlinked component is resolved with ``os.path.realpath`` (the same answer
+    as realpath of the whole path, without an lstat per component per file).
+    Whether a file exists (and is not a directory) comes from its directory's
+    listing instead of an lstat per file.
+    """
 
     def __init__(self, dest):
         # site-packages and bin/ lie in the venv root, and so do the wheel
         # data-scheme files (share/, include/) that RECORD may place there.
         self.roots = (os.path.realpath(dest.root), os.path.realpath(dest.site_packages), os.path.realpath(dest.bin))
-        self.cache = {}
+        self.seeds = {dest.root: self.roots[0], dest.site_packages: self.roots[1], dest.bin: self.roots[2]}
+        self.dirs = {}  # directory -> (real path, listing or None when it does not exist)
+        self.checked = set()
+        self.missing = []  # directories that do not exist, parents first
 
-    def check(self, full):
-        parent = os.path.dirname(full)
-        if parent in self.cache:
-            return
-        real = os.path.realpath(parent)
-        if not any(real == root or real.startswith(root + os.sep) for root in self.roots):
-            raise PlanError("destination path %s resolves outside the venv (%s)" % (full, real))
-        self.cache[parent] = True
+    def _dir(self, directory):
+        info = self.dirs.get(directory)
+        if info is not None:
+            return info
+        parent, dummy, name = directory.rpartition("/")
+        if directory in self.seeds or not parent or not name:
+            real = self.seeds.get(directory) or os.path.realpath(directory)
+            info = (real, _scan(directory))
+        else:
+            parent_real, parent_listing = self._dir(parent)
+            kind = parent_listing.get(name) if parent_listing is not None else None
+            if kind == _LINK:
+                info = (os.path.realpath(directory), _scan(directory))
+            else:
+                real = (parent_real if parent_real != "/" else "") + "/" + name
+                info = (real, _scan(directory) if kind == _DIR else None)
+                if kind is None:
+                    self.missing.append(directory)
+        self.dirs[directory] = info
+        return info
 
+    def listing(self, parent, full, check=True):
+        """{name: kind} in directory parent of full (None: missing); refused if it resolves outside the venv."""
+        real, listing = self._dir(parent)
+        if check and parent not in self.checked:
+            if not any(real == root or real.startswith(root + os.sep) for root in self.roots):
+                raise PlanError("destination path %s resolves outside the venv (%s)" % (full, real))
+            self.checked.add(parent)
+        return listing
 
-def _lexists_kind(path):
-    try:
-        return os.lstat(path).st_mode
-    except OSError:
-        return None
+    def kind(self, full, check=True):
+        """Check full's parent (once per directory); return what is at full: None, _DIR, _LINK or _OTHER."""
+        parent, dummy, name = full.rpartition("/")
+        listing = self.listing(parent, full, check)
+        return listing.get(name) if listing is not None else None
+
+    def needed_dirs(self, writes):
+        """The missing directories that writes need, parents first."""
+        missing = set(self.missing)
+        needed = set()
+        for parent in set(w.full.rpartition("/")[0] for w in writes):
+            while parent in missing and parent not in needed:
+                needed.add(parent)
+                parent = parent.rpartition("/")[0]
+        return [d for d in self.missing if d in needed]
 
 
 def build_plan(run_id, source, selected, dest, remove=(), check_abi=True):
@@ -222,7 +285,9 @@ def build_plan(run_id, source, selected, dest, remove=(), check_abi=True):
         for entry in entries:
             staying_claims.setdefault(entry.path, []).append((dist.name, entry.hash))
 
-    parents = _ParentCheck(dest)
+    tree = _DestTree(dest)
+    site_packages = dest.site_packages
+    last_parent = listing = None
     incoming = {}  # path -> (dist name, hash)
     for src, olds in moving:
         plan.moved.append({
@@ -230,45 +295,57 @@ def build_plan(run_id, source, selected, dest, remove=(), check_abi=True):
             "dist_info": src.dist_info, "old_dist_infos": [d.dist_info for d in olds],
         })
         record_path = src.dist_info + "/RECORD"
+        info_prefix = src.dist_info + "/"
         new_entries = []
         info_files = []
+        files = src.files
         for entry in src.entries:
-            sfile = src.files[entry.path]
-            full = resolve(dest.site_packages, entry.path)
-            parents.check(full)
-            op = WriteOp(entry.path, source=sfile)
-            if entry.is_script:
+            path = entry.path
+            sfile = files[path]
+            full = site_packages + "/" + path if path[:3] != "../" else resolve(site_packages, path)
+            parent, dummy, name = full.rpartition("/")
+            if parent != last_parent:  # RECORD lists a directory's files together
+                listing = tree.listing(parent, full)
+                last_parent = parent
+            kind = listing.get(name) if listing is not None else None
+            if path[:len(BIN_PREFIX)] == BIN_PREFIX:
                 data = rewrite_script(_read(source, sfile), source.prefixes, dest.root)
-                op = WriteOp(entry.path, source=sfile, data=data, size=len(data))
-                entry = RecordEntry(entry.path, hash_bytes(data), len(data))
+                op = WriteOp(path, source=sfile, data=data, size=len(data), full=full)
+                entry = RecordEntry(path, hash_bytes(data), len(data))
+                script = True
+            else:
+                op = WriteOp(path, sfile, None, sfile.size, sfile.mode, sfile.mtime_ns, False, full)
+                script = False
             new_entries.append(entry)
-            for other, other_hash in staying_claims.get(entry.path, ()):
-                if entry.is_script or not entry.hash or other_hash != entry.hash:
-                    raise PlanError("%s of incoming %s is also claimed by %s, which stays, with other content: "
-                                    "add %s to remove (or move it too)" % (entry.path, src.name, other, other))
-            prior = incoming.get(entry.path)
+            if path in staying_claims:
+                for other, other_hash in staying_claims[path]:
+                    if script or not entry.hash or other_hash != entry.hash:
+                        raise PlanError("%s of incoming %s is also claimed by %s, which stays, with other content: "
+                                        "add %s to remove (or move it too)" % (path, src.name, other, other))
+            prior = incoming.get(path)
             if prior is not None:
                 if prior[1] != entry.hash or not entry.hash:
                     raise PlanError("%s is claimed by both incoming %s and %s with different content"
-                                    % (entry.path, prior[0], src.name))
+                                    % (path, prior[0], src.name))
                 continue
-            incoming[entry.path] = (src.name, entry.hash)
-            if entry.path.startswith(src.dist_info + "/"):
-                if entry.path != record_path:
+            incoming[path] = (src.name, entry.hash)
+            if path.startswith(info_prefix):
+                if path != record_path:
                     info_files.append(op)
                 continue
-            mode = _lexists_kind(full)
-            if mode is not None and stat.S_ISDIR(mode):
-                raise PlanError("%s of %s would replace a directory in the destination" % (entry.path, src.name))
-            op.existed = mode is not None
+            if kind == _DIR:
+                raise PlanError("%s of %s would replace a directory in the destination" % (path, src.name))
+            op.existed = kind is not None
             plan.writes.append(op)
         record_data = format_record(new_entries).encode("utf-8")
-        rec_source = src.files.get(record_path)
+        rec_source = files.get(record_path)
         info_files.append(WriteOp(record_path, data=record_data, mode=0o644,
                                   mtime_ns=rec_source.mtime_ns if rec_source else None))
-        existed = _lexists_kind(os.path.join(dest.site_packages, src.dist_info)) is not None
+        existed = tree.kind(os.path.join(site_packages, src.dist_info), check=False) is not None
         plan.dist_info_writes.append(DistInfoOp(src.dist_info, existed, info_files))
+    plan.new_dirs = tree.needed_dirs(plan.writes)
 
+    deletes = set()
     for dist in leaving:
         plan.old_dist_infos.append(dist.dist_info)
         entries = _dest_entries(dist)
@@ -281,11 +358,12 @@ def build_plan(run_id, source, selected, dest, remove=(), check_abi=True):
             if entry.path in staying_claims:
                 plan.kept_shared.append(entry.path)
                 continue
-            full = resolve(dest.site_packages, entry.path)
-            if _lexists_kind(full) is None:
+            full = resolve(site_packages, entry.path)
+            if tree.kind(full, check=False) is None:
                 continue
-            parents.check(full)
-            if entry.path not in plan.deletes:
+            tree.kind(full)
+            if entry.path not in deletes:
+                deletes.add(entry.path)
                 plan.deletes.append(entry.path)
     for dist in removed:
         plan.removed.append({"name": dist.name, "version": dist.version, "dist_info": dist.dist_info})

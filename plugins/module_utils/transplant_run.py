@@ -26,10 +26,11 @@ import errno
 import os
 import shutil
 import stat
+import threading
 import time
 
 from ansible_collections.dflash.deploy.plugins.module_utils.bundle import member_name
-from ansible_collections.dflash.deploy.plugins.module_utils.fastcopy import Job, run_parallel
+from ansible_collections.dflash.deploy.plugins.module_utils.fastcopy import CopyError, Job, run_parallel
 from ansible_collections.dflash.deploy.plugins.module_utils.journal import PHASES, is_committed
 from ansible_collections.dflash.deploy.plugins.module_utils.record import resolve
 
@@ -157,23 +158,62 @@ class Runner:
 
     def _writing_files(self, plan):
         self.journal.set_phase("writing_files")
+        maker = _DirMaker(plan.new_dirs)
+        try:
+            self._place_files(plan, maker)
+        finally:
+            maker.close(raise_error=False)
+
+    def _place_files(self, plan, maker):
         sp = plan.dest.site_packages
+        run_id = plan.run_id
+        crash = self.crash
+        placer = self.placer
+        writes = plan.writes
+        fulls = [op.full or resolve(sp, op.path) for op in writes]
+        # files in the order their directories appear, so placing follows the directory maker
+        order = maker.order([full.rpartition("/")[0] for full in fulls])
         jobs = []
-        made = set()
-        for index, op in enumerate(plan.writes):
-            full = resolve(sp, op.path)
-            parent = os.path.dirname(full)
-            if parent not in made:
-                os.makedirs(parent, exist_ok=True)
-                made.add(parent)
-            jobs.append(_job(op, full, _tmp_name(full, plan.run_id, index, parent), direct=not op.existed))
-        done = [0]
+        count = 0
+        fast = placer.links_in_place()
+        for index in order:
+            op = writes[index]
+            full = fulls[index]
+            maker.wait(full)
+            # hardlink: link(2) is a few microseconds, cheaper in this thread than handed to a pool
+            if fast and not op.existed and op.data is None and op.source.offset is None \
+                    and placer.link_now(op.source.src, full, op.size):
+                count += 1
+                crash("writing_files", count)
+                continue
+            parent = full.rpartition("/")[0]
+            job = _job(op, full, "%s/.dflash-tmp-%s-%d" % (parent, run_id, index), direct=not op.existed)
+            if placer.needs_probe(job):
+                _place_making_parent(placer, job, parent)  # auto mode picks its method on this one
+                fast = placer.links_in_place()
+            elif fast:
+                _place_making_parent(placer, job, parent)
+            else:
+                jobs.append((index, job))
+                continue
+            count += 1
+            crash("writing_files", count)
+        maker.close()
+        if not jobs:
+            return
+        # back to the plan's order: large first, so the long copies start early, and files of one
+        # directory spread out, so the workers seldom wait on one directory's lock
+        jobs.sort(key=lambda pair: pair[0])
+        done = [count]
 
         def progress():
             done[0] += 1
-            self.crash("writing_files", done[0])
+            crash("writing_files", done[0])
 
-        run_parallel(jobs, self.placer.place, self.workers, progress)
+        def place(job):
+            _place_making_parent(placer, job, job.dest.rpartition("/")[0])
+
+        run_parallel([job for dummy, job in jobs], place, self.workers, progress)
 
     def _writing_dist_info(self, plan):
         self.journal.set_phase("writing_dist_info")
@@ -224,23 +264,25 @@ class Runner:
         """Remove cached bytecode of replaced or deleted .py files that no RECORD claims."""
         sp = jplan["site_packages"]
         claims = set(jplan["final_claims"])
-        listing = {}
+        created = set(jplan.get("new_dirs", ()))  # made by this run: no stale bytecode in them
         removed = []
-        candidates = [p for p, dummy in jplan["writes"]] + list(jplan["deletes"])
-        for path in candidates:
-            if not path.endswith(".py") or path.startswith("../"):
+        stems = {}  # directory (RECORD form) -> stems of its .py files
+        for path in [p for p, dummy in jplan["writes"]] + list(jplan["deletes"]):
+            if path.endswith(".py") and not path.startswith("../"):
+                directory, dummy, base = path.rpartition("/")
+                stems.setdefault(directory, set()).add(base[:-3])
+        for directory, names in stems.items():
+            if directory and sp + "/" + directory in created:
                 continue
-            directory, base = os.path.split(path)
-            cache_rel = os.path.join(directory, "__pycache__")
-            if cache_rel not in listing:
-                try:
-                    listing[cache_rel] = os.listdir(os.path.join(sp, cache_rel))
-                except OSError:
-                    listing[cache_rel] = []
-            prefix = base[:-3] + "."
-            for name in listing[cache_rel]:
-                if name.startswith(prefix) and name.endswith(".pyc") and name.count(".") == prefix.count(".") + 1:
-                    rel = os.path.join(cache_rel, name)
+            cache_rel = directory + "/__pycache__" if directory else "__pycache__"
+            try:
+                listing = os.listdir(os.path.join(sp, cache_rel))
+            except OSError:
+                continue
+            for name in listing:
+                parts = name.rsplit(".", 2)  # <stem>.<tag>.pyc
+                if len(parts) == 3 and parts[2] == "pyc" and parts[0] in names:
+                    rel = cache_rel + "/" + name
                     if rel not in claims and _unlink(os.path.join(sp, rel)):
                         removed.append(os.path.join(sp, rel))
         return removed
@@ -321,6 +363,11 @@ class Runner:
                 added.append(full)
         venv_bin = os.path.normpath(os.path.join(sp, "../../../bin"))
         _prune_dirs(added, set([sp, venv_bin]))
+        for directory in reversed(jplan.get("new_dirs", ())):  # made for this run; only if left empty
+            try:
+                os.rmdir(directory)
+            except OSError:
+                pass
 
     def recover(self):
         """Finish or roll back an interrupted run; returns a description or None."""
@@ -341,6 +388,90 @@ class Runner:
             action = "rolled_back"
         return {"run_id": jplan["run_id"], "phase": phase, "action": action,
                 "phase_index": PHASES.index(phase)}
+
+
+class _DirMaker:
+    """Makes the plan's missing directories (parents first) in a thread while files are placed.
+
+    mkdir(2) on a journalling filesystem costs as much as tens of link(2)s; with the
+    directories made beside the placing instead of before it, the two overlap.  wait(path)
+    returns once path's directory exists (or raises what making it raised).
+    """
+
+    def __init__(self, dirs):
+        self.dirs = dirs
+        self.index = dict((d, i) for i, d in enumerate(dirs))
+        self.made = 0  # dirs[:made] exist
+        self.waiter = None  # the index the placing thread waits for
+        self.error = None
+        self.stop = False
+        self.cond = threading.Condition()
+        self.thread = None
+        if dirs:
+            self.thread = threading.Thread(target=self._run, name="transplant-mkdir")
+            self.thread.daemon = True
+            self.thread.start()
+
+    def _run(self):
+        cond = self.cond
+        try:
+            for done, directory in enumerate(self.dirs, 1):
+                if self.stop:
+                    break
+                try:
+                    os.mkdir(directory)
+                except FileExistsError:
+                    if not os.path.isdir(directory):
+                        raise
+                with cond:  # made and waiter change under the lock: no wake-up is lost
+                    self.made = done
+                    if self.waiter is not None and done > self.waiter:
+                        cond.notify_all()
+        except BaseException as exc:  # handed to the placing thread
+            self.error = exc
+        with cond:
+            self.stop = True
+            cond.notify_all()
+
+    def order(self, parents):
+        """Indices of files sorted by when their parent directory is made (existing ones first)."""
+        index = self.index
+        if not index:
+            return range(len(parents))
+        return sorted(range(len(parents)), key=lambda i: index.get(parents[i], -1))
+
+    def wait(self, full):
+        need = self.index.get(full.rpartition("/")[0])
+        if need is None or self.made > need:
+            return
+        with self.cond:
+            self.waiter = need
+            while self.made <= need and not self.stop:
+                self.cond.wait(1.0)
+            self.waiter = None
+        if self.made <= need:
+            raise self.error or RunError("directory %s was not made" % self.dirs[need])
+
+    def close(self, raise_error=True):
+        """Stop and join the thread (before rollback, so it makes nothing afterwards)."""
+        if self.thread is not None:
+            self.stop = True
+            self.thread.join()
+            self.thread = None
+        if raise_error and self.error is not None:
+            raise self.error
+
+
+def _place_making_parent(placer, job, parent):
+    """placer.place(job); a parent directory that went missing since planning is made again."""
+    try:
+        placer.place(job)
+    except (OSError, CopyError) as exc:
+        cause = exc if isinstance(exc, OSError) else exc.__cause__
+        if getattr(cause, "errno", None) != errno.ENOENT or os.path.isdir(parent):
+            raise
+        os.makedirs(parent, exist_ok=True)
+        placer.place(job)
 
 
 def _job(op, full, tmp, direct=False):

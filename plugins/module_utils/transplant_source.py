@@ -14,7 +14,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import os
-import stat
+from stat import S_ISREG
 
 from ansible_collections.dflash.deploy.plugins.module_utils.bundle import Bundle
 from ansible_collections.dflash.deploy.plugins.module_utils.dist_info import (
@@ -114,22 +114,24 @@ class VenvSource:
             except (IOError, OSError):
                 pass
             files = {}
+            site_packages = self.venv.site_packages
             for entry in entries:
-                full = resolve(self.venv.site_packages, entry.path)
+                path = entry.path
+                full = site_packages + "/" + path if path[:3] != "../" else resolve(site_packages, path)
                 try:
                     st = os.stat(full)
                 except OSError:
                     raise SourceError("source %s %s: %s is in RECORD but missing"
                                       % (dist.name, dist.version, full)) from None
-                if not stat.S_ISREG(st.st_mode):
+                mode = st.st_mode
+                if not S_ISREG(mode):
                     raise SourceError("source %s %s: %s is not a regular file" % (dist.name, dist.version, full))
                 if verify_hashes and entry.hash:
                     actual = hash_file(full, entry.hash.partition("=")[0])[0]
                     if actual != entry.hash:
                         raise SourceError("source %s %s: %s does not match its RECORD hash"
-                                          % (dist.name, dist.version, entry.path))
-                files[entry.path] = SourceFile(entry.path, st.st_size, stat.S_IMODE(st.st_mode), st.st_mtime_ns,
-                                               src=full)
+                                          % (dist.name, dist.version, path))
+                files[path] = SourceFile(path, st.st_size, mode & 0o7777, st.st_mtime_ns, full)
             _check_own_dist_info(dist.name, dist.dist_info, entries)
             result.append(SourceDist(dist.name, dist.version, dist.dist_info, tags, entries, files))
         _check_unique(result, "source venv %s" % self.venv.root)
@@ -192,6 +194,8 @@ def _check_own_dist_info(name, dist_info, entries):
     if "/" in dist_info or not dist_info.endswith(".dist-info"):
         raise SourceError("%s: bad dist-info directory name %r" % (name, dist_info))
     for entry in entries:
+        if ".dist-info" not in entry.path:
+            continue
         top = entry.path.split("/", 1)[0]
         if top.endswith(".dist-info") and top != dist_info:
             raise SourceError("%s: RECORD claims %s inside another distribution's metadata" % (name, entry.path))

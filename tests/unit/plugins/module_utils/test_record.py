@@ -55,6 +55,27 @@ def test_parse_and_format_roundtrip():
 
 
 @pytest.mark.parametrize("text", [
+    "torch/__init__.py,sha256=AAAA,10\ntorch/.hidden/x.py,,\n\n  \nlast,sha256=B,2",
+    "torch/__init__.py,sha256=AAAA,10\r\ntorch/b.py,,\r\n",
+    '"torch/a,b.py",sha256=BBBB,3\nx/./y.py,sha256=C,1\n',
+])
+def test_fast_paths_match_csv(text):
+    """The unquoted fast paths of parse_record and format_record give what the csv module gives."""
+    import csv
+    import io
+
+    rows = [r for r in csv.reader(io.StringIO(text)) if r and not (len(r) == 1 and not r[0].strip())]
+    entries = parse_record(text)
+    assert [e.path for e in entries] == [normalize_record_path(r[0]) for r in rows]
+    assert [(e.hash or "", "" if e.size is None else str(e.size)) for e in entries] == \
+        [(r[1] if len(r) > 1 else "", r[2] if len(r) > 2 else "") for r in rows]
+    out = io.StringIO()
+    csv.writer(out, lineterminator="\n").writerows((e.path, e.hash or "", "" if e.size is None else e.size)
+                                                   for e in entries)
+    assert format_record(entries) == out.getvalue()
+
+
+@pytest.mark.parametrize("text", [
     "a.py,sha256=x,1\na.py,sha256=x,1\n",  # duplicate
     "a.py,nohash,1\n",
     "a.py,sha256=x,notanumber\n",
