@@ -26,10 +26,10 @@ from ansible_collections.dflash.deploy.plugins.module_utils.cuda_compat import (
     format_cc,
     usable_code,
 )
+from ansible_collections.dflash.deploy.plugins.module_utils.dist_info import normalize_name
 from ansible_collections.dflash.deploy.plugins.module_utils.distributions import (
     check_files,
     import_owners,
-    normalize_name,
     scan,
 )
 from ansible_collections.dflash.deploy.plugins.module_utils.elf import ElfError, ElfFile

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2025, dflash.deploy maintainers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Read venv layout and installed distributions (``*.dist-info``) from files.
+"""Installed distributions (``*.dist-info``) of a site-packages, read from files.
 
 No interpreter is started and nothing is imported: the venv's
 ``pyvenv.cfg`` and ``lib/pythonX.Y/site-packages`` say where things are.
@@ -16,12 +16,9 @@ import fnmatch
 import os
 import re
 
+from ansible_collections.dflash.deploy.plugins.module_utils.venv import VenvError
+
 _NORMALIZE = re.compile(r"[-_.]+")
-_LIBDIR = re.compile(r"^python(\d+)\.(\d+)(t?)$")
-
-
-class VenvError(Exception):
-    """The path is not a usable virtual environment."""
 
 
 def normalize_name(name):
@@ -38,62 +35,6 @@ def name_matches(name, patterns):
 def normalize_pattern(pattern):
     """Normalize a name glob like a name, keeping ``*?[]``."""
     return _NORMALIZE.sub("-", pattern).lower()
-
-
-class Venv:
-    """Paths of a venv: root, bin/, site-packages, and the Python version."""
-
-    def __init__(self, root, site_packages, version, freethreaded=False):
-        self.root = root
-        self.site_packages = site_packages
-        self.bin = os.path.join(root, "bin")
-        self.version = version  # (major, minor)
-        self.freethreaded = freethreaded
-
-    @property
-    def python(self):
-        return os.path.join(self.bin, "python")
-
-
-def read_pyvenv_cfg(root):
-    values = {}
-    with open(os.path.join(root, "pyvenv.cfg"), "r", encoding="utf-8") as handle:
-        for line in handle:
-            key, sep, value = line.partition("=")
-            if sep:
-                values[key.strip().lower()] = value.strip()
-    return values
-
-
-def open_venv(root):
-    """Describe the venv at ``root`` or raise VenvError saying why it is not one."""
-    root = os.path.abspath(root)
-    if not os.path.isdir(root):
-        raise VenvError("%s does not exist or is not a directory" % root)
-    try:
-        cfg = read_pyvenv_cfg(root)
-    except (IOError, OSError):
-        raise VenvError("%s is not a virtual environment (no readable pyvenv.cfg)" % root) from None
-    libdir = os.path.join(root, "lib")
-    candidates = []
-    try:
-        names = sorted(os.listdir(libdir))
-    except OSError:
-        names = []
-    for name in names:
-        match = _LIBDIR.match(name)
-        sp = os.path.join(libdir, name, "site-packages")
-        if match and os.path.isdir(sp) and not os.path.islink(os.path.join(libdir, name)):
-            candidates.append(((int(match.group(1)), int(match.group(2))), bool(match.group(3)), sp))
-    if not candidates:
-        raise VenvError("%s is not a virtual environment (no lib/pythonX.Y/site-packages)" % root)
-    wanted = cfg.get("version_info") or cfg.get("version") or ""
-    chosen = candidates[-1]
-    if len(candidates) > 1:
-        for cand in candidates:
-            if wanted.startswith("%d.%d." % cand[0]):
-                chosen = cand
-    return Venv(root, chosen[2], chosen[0], chosen[1])
 
 
 class InstalledDist:
@@ -121,20 +62,26 @@ class InstalledDist:
 
 
 def parse_metadata_headers(text):
-    """Name and Version from core metadata headers (stops at the body)."""
-    name = version = None
+    """Header fields of a METADATA/PKG-INFO file: {field: [values]} (the body is ignored)."""
+    fields = {}
+    last = None
     for line in text.splitlines():
         if not line.strip():
             break
+        if line[0] in " \t" and last is not None:
+            fields[last][-1] += "\n" + line.strip()
+            continue
         key, sep, value = line.partition(":")
         if not sep:
             continue
-        key = key.strip().lower()
-        if key == "name" and name is None:
-            name = value.strip()
-        elif key == "version" and version is None:
-            version = value.strip()
-    return name, version
+        last = key.strip()
+        fields.setdefault(last, []).append(value.strip())
+    return fields
+
+
+def name_and_version(fields):
+    """(Name, Version) from parse_metadata_headers' result; None where missing."""
+    return (fields.get("Name") or [None])[0], (fields.get("Version") or [None])[0]
 
 
 def _read_head(path, limit=65536):
@@ -148,7 +95,7 @@ def list_dists(site_packages):
     try:
         names = sorted(os.listdir(site_packages))
     except OSError as exc:
-        raise VenvError("cannot list %s: %s" % (site_packages, exc)) from exc
+        raise VenvError("unreadable", site_packages, "cannot list %s: %s" % (site_packages, exc)) from exc
     for entry in names:
         if not entry.endswith(".dist-info"):
             continue
@@ -157,7 +104,7 @@ def list_dists(site_packages):
             continue
         name = version = None
         try:
-            name, version = parse_metadata_headers(_read_head(os.path.join(full, "METADATA")))
+            name, version = name_and_version(parse_metadata_headers(_read_head(os.path.join(full, "METADATA"))))
         except (IOError, OSError):
             pass
         if not name or not version:

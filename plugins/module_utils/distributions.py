@@ -15,17 +15,17 @@ __metaclass__ = type
 import base64
 import csv
 import hashlib
-import io
 import os
 import re
 
-_NORMALIZE = re.compile(r"[-_.]+")
+from ansible_collections.dflash.deploy.plugins.module_utils.dist_info import (
+    normalize_name,
+    parse_metadata_headers,
+)
+from ansible_collections.dflash.deploy.plugins.module_utils.record import RecordError
+from ansible_collections.dflash.deploy.plugins.module_utils.record import parse_record as _parse_record
+
 _SO_SUFFIX = re.compile(r"\.(cpython-[^.]*|abi3|pypy[^.]*)?\.?(so|pyd)$")
-
-
-def normalize_name(name):
-    """PEP 503 normalized distribution name."""
-    return _NORMALIZE.sub("-", name).lower()
 
 
 def local_tag(version):
@@ -40,37 +40,10 @@ def _read_text(path):
         return fh.read().decode("utf-8", "replace")
 
 
-def parse_metadata_headers(text):
-    """Header fields of a METADATA/PKG-INFO file: {field: [values]} (body ignored)."""
-    fields = {}
-    last = None
-    for line in text.splitlines():
-        if not line.strip():
-            break
-        if line[0] in " \t" and last is not None:
-            fields[last][-1] += "\n" + line.strip()
-            continue
-        if ":" not in line:
-            continue
-        key, value = line.split(":", 1)
-        last = key.strip()
-        fields.setdefault(last, []).append(value.strip())
-    return fields
-
-
 def parse_record(text):
-    """RECORD rows as (path, hash, size or None)."""
-    rows = []
-    for row in csv.reader(io.StringIO(text)):
-        if not row or not row[0]:
-            continue
-        path = row[0]
-        digest = row[1] if len(row) > 1 else ""
-        size = None
-        if len(row) > 2 and row[2].strip().isdigit():
-            size = int(row[2])
-        rows.append((path, digest, size))
-    return rows
+    """RECORD rows as (path, hash, size or None), paths as written (not validated here:
+    pkg_probe reports on what is installed; site_packages_transplant validates)."""
+    return [(e.path, e.hash or "", e.size) for e in _parse_record(text, validate=False)]
 
 
 def top_level_from_record(paths):
@@ -114,7 +87,7 @@ def read_distribution(site_packages, dist_info):
         record = parse_record(_read_text(os.path.join(d, "RECORD")))
     except OSError as exc:
         info["errors"].append("RECORD: %s" % (exc.strerror or exc))
-    except csv.Error as exc:
+    except (csv.Error, RecordError) as exc:
         info["errors"].append("RECORD: malformed (%s)" % exc)
     info["record"] = record
     top = None

@@ -10,6 +10,7 @@ __metaclass__ = type
 import time
 
 from ansible_collections.dflash.deploy.plugins.module_utils import distributions as D
+from ansible_collections.dflash.deploy.plugins.module_utils.dist_info import normalize_name
 from ansible_collections.dflash.deploy.plugins.module_utils import gpu as G
 from ansible_collections.dflash.deploy.plugins.module_utils.imports import import_many, service_env
 from ansible_collections.dflash.deploy.plugins.module_utils.requirements import check as check_requirements
@@ -21,7 +22,7 @@ def probe_distributions(venv_info, only=None, uv=None):
     """distributions, import_owners, unsatisfied, requirements_check, torch, problems."""
     site = venv_info["site_packages"]
     dists = D.scan(site)
-    wanted = set(D.normalize_name(n) for n in only) if only else None
+    wanted = set(normalize_name(n) for n in only) if only else None
     problems = []
     out_dists = {}
     for key, dist in dists.items():

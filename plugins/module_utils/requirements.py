@@ -26,7 +26,7 @@ except ImportError:  # pragma: no cover - depends on the host
     HAS_PACKAGING = False
     PACKAGING_IMPORT_ERROR = traceback.format_exc()
 
-from ansible_collections.dflash.deploy.plugins.module_utils.distributions import normalize_name
+from ansible_collections.dflash.deploy.plugins.module_utils.dist_info import normalize_name
 
 
 def marker_environment(python_version=None):

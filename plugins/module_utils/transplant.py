@@ -16,16 +16,12 @@ import gc
 import os
 
 from ansible_collections.dflash.deploy.plugins.module_utils.bundle import Bundle, BundleError, pack
-from ansible_collections.dflash.deploy.plugins.module_utils.dist_info import (
-    VenvError,
-    list_dists,
-    normalize_name,
-    open_venv,
-)
+from ansible_collections.dflash.deploy.plugins.module_utils.dist_info import list_dists, normalize_name
 from ansible_collections.dflash.deploy.plugins.module_utils.fastcopy import CopyError, Placer, default_workers
 from ansible_collections.dflash.deploy.plugins.module_utils.journal import STATE_DIRNAME, Journal, JournalError
 from ansible_collections.dflash.deploy.plugins.module_utils.transplant_plan import PlanError, build_plan
 from ansible_collections.dflash.deploy.plugins.module_utils.transplant_run import RunError, Runner, new_run_id
+from ansible_collections.dflash.deploy.plugins.module_utils.venv import VenvError, open_venv
 from ansible_collections.dflash.deploy.plugins.module_utils.transplant_source import (
     BundleSource,
     SourceError,

@@ -1,7 +1,14 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2025, dflash.deploy contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Locate a virtual environment's interpreter and site-packages from its files."""
+"""Where a virtual environment keeps its interpreter and site-packages, read
+from its files (pyvenv.cfg, lib/pythonX.Y/site-packages).
+
+Two readers for two needs: ``locate`` is lenient and describes what is there
+(pkg_probe and abi_check report on any venv, even a damaged one);
+``open_venv`` is strict and refuses anything that is not a whole venv
+(site_packages_transplant writes into it).
+"""
 
 from __future__ import absolute_import, annotations, division, print_function
 
@@ -10,6 +17,8 @@ __metaclass__ = type
 import glob
 import os
 import re
+
+_LIBDIR = re.compile(r"^python(\d+)\.(\d+)(t?)$")
 
 
 class VenvError(ValueError):
@@ -23,14 +32,15 @@ class VenvError(ValueError):
 
 
 def read_pyvenv_cfg(venv):
+    """pyvenv.cfg as {lower-cased key: value}, or None when it cannot be read."""
     cfg = {}
     try:
-        with open(os.path.join(venv, "pyvenv.cfg"), "r", errors="replace") as fh:
+        with open(os.path.join(venv, "pyvenv.cfg"), "r", encoding="utf-8", errors="replace") as fh:
             for line in fh:
-                if "=" in line:
-                    k, v = line.split("=", 1)
-                    cfg[k.strip()] = v.strip()
-    except OSError:
+                key, sep, value = line.partition("=")
+                if sep:
+                    cfg[key.strip().lower()] = value.strip()
+    except (IOError, OSError):
         return None
     return cfg
 
@@ -75,3 +85,48 @@ def locate(venv):
         "site_packages": site_packages,
         "pyvenv_cfg": cfg or {},
     }
+
+
+class Venv:
+    """Paths of a venv: root, bin/, site-packages, and the Python version."""
+
+    def __init__(self, root, site_packages, version, freethreaded=False):
+        self.root = root
+        self.site_packages = site_packages
+        self.bin = os.path.join(root, "bin")
+        self.version = version  # (major, minor)
+        self.freethreaded = freethreaded
+
+    @property
+    def python(self):
+        return os.path.join(self.bin, "python")
+
+
+def open_venv(root):
+    """Describe the venv at ``root`` or raise VenvError saying why it is not one."""
+    root = os.path.abspath(root)
+    if not os.path.isdir(root):
+        raise VenvError("venv_missing", root, "%s does not exist or is not a directory" % root)
+    cfg = read_pyvenv_cfg(root)
+    if cfg is None:
+        raise VenvError("not_a_venv", root, "%s is not a virtual environment (no readable pyvenv.cfg)" % root)
+    libdir = os.path.join(root, "lib")
+    candidates = []
+    try:
+        names = sorted(os.listdir(libdir))
+    except OSError:
+        names = []
+    for name in names:
+        match = _LIBDIR.match(name)
+        sp = os.path.join(libdir, name, "site-packages")
+        if match and os.path.isdir(sp) and not os.path.islink(os.path.join(libdir, name)):
+            candidates.append(((int(match.group(1)), int(match.group(2))), bool(match.group(3)), sp))
+    if not candidates:
+        raise VenvError("not_a_venv", root, "%s is not a virtual environment (no lib/pythonX.Y/site-packages)" % root)
+    wanted = cfg.get("version_info") or cfg.get("version") or ""
+    chosen = candidates[-1]
+    if len(candidates) > 1:
+        for cand in candidates:
+            if wanted.startswith("%d.%d." % cand[0]):
+                chosen = cand
+    return Venv(root, chosen[2], chosen[0], chosen[1])

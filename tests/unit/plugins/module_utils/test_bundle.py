@@ -8,9 +8,9 @@ import tarfile
 
 import pytest
 from ansible_collections.dflash.deploy.plugins.module_utils.bundle import MANIFEST, Bundle, BundleError, pack
-from ansible_collections.dflash.deploy.plugins.module_utils.dist_info import open_venv
 from ansible_collections.dflash.deploy.plugins.module_utils.transplant import _pack_items
 from ansible_collections.dflash.deploy.plugins.module_utils.transplant_source import VenvSource
+from ansible_collections.dflash.deploy.plugins.module_utils.venv import open_venv
 from transplant_support import add_dist, make_venv
 
 

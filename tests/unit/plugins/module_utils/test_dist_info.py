@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 from ansible_collections.dflash.deploy.plugins.module_utils.dist_info import (
-    VenvError,
     list_dists,
+    name_and_version,
     name_matches,
     normalize_name,
-    open_venv,
     parse_metadata_headers,
     parse_wheel_tags,
 )
+from ansible_collections.dflash.deploy.plugins.module_utils.venv import VenvError, open_venv
 from transplant_support import PYVER, add_dist, make_venv
 
 
@@ -51,7 +51,8 @@ def test_list_dists(tmp_path):
 
 
 def test_metadata_and_wheel_parsing():
-    assert parse_metadata_headers("Metadata-Version: 2.1\nName: torch\nVersion: 2.11.0\n\nName: body\n") == (
-        "torch", "2.11.0")
+    fields = parse_metadata_headers("Metadata-Version: 2.1\nName: torch\nVersion: 2.11.0\n\nName: body\n")
+    assert name_and_version(fields) == ("torch", "2.11.0")
+    assert name_and_version({}) == (None, None)
     assert parse_wheel_tags("Wheel-Version: 1.0\nTag: cp311-cp311-linux_x86_64\nTag: py3-none-any\n") == [
         "cp311-cp311-linux_x86_64", "py3-none-any"]

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from ansible_collections.dflash.deploy.plugins.module_utils.dist_info import open_venv
 from ansible_collections.dflash.deploy.plugins.module_utils.transplant_plan import PlanError, build_plan
 from ansible_collections.dflash.deploy.plugins.module_utils.transplant_source import VenvSource, rewrite_script
+from ansible_collections.dflash.deploy.plugins.module_utils.venv import open_venv
 from transplant_support import CPTAG, add_dist, make_venv, snapshot
 
 
