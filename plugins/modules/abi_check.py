@@ -109,8 +109,10 @@ attributes:
 requirements:
   - Python 3.8 or newer on the managed host.
 notes:
-  - Only C(c10::), C(at::), C(torch::) and C(caffe2::) symbols are checked; symbols the interpreter provides
-    (C(Py*)) are not.
+  - Python loads extensions with C(RTLD_NOW), so every non-weak undefined symbol is looked up in the
+    library's load scope (torch's libraries, its own NEEDED closure); missing C(c10::)/C(at::)/C(torch::)
+    symbols are reported against the installed torch, others against the library that should provide them.
+    Symbols the interpreter provides (C(Py*)) are assumed present.
   - C(libcuda.so.1) is the driver's library; on a host that has none the extension cannot load.
 seealso:
   - module: dflash.deploy.pkg_probe
