@@ -6,13 +6,17 @@ PY := $(VENV)/bin/python
 FIXTURES := build/fixtures
 PYTEST_ARGS ?=
 
-.PHONY: help setup pins lint fixtures unit integration fixture-tests chain sanity test bench bench-venv clean
+.PHONY: help setup pins lint fixtures unit integration fixture-tests chain sanity test bench bench-venv clean \
+	lab-up lab-down lab-status lab-test
 
 help:
 	@echo "make setup     toolchain venv (.venv) with uv from requirements/toolchain.txt"
 	@echo "make test      everything CI runs: lint, fixtures, unit, fixture chain, sanity"
 	@echo "make fixtures  build the fixture packages into $(FIXTURES) (wheelhouse + simple index)"
 	@echo "make bench     benchmarks (not part of make test)"
+	@echo "make lab-up    start the lab: systemd+sshd hosts ct129, ct200 in podman (LAB_TARGETS=N adds ct201…)"
+	@echo "make lab-down  remove the lab (the cached base image stays)"
+	@echo "make lab-test  lab up, the lab's own tests, lab down"
 
 setup:
 	@bash tools/setup.sh
@@ -49,7 +53,27 @@ chain: fixtures
 sanity: setup
 	bash tools/sanity.sh
 
-test: lint fixtures unit integration fixture-tests chain sanity
+# The lab (tools/lab/lab.py): podman hosts with systemd, sshd and the fixture
+# NVIDIA driver on their own network, the fixture index on its gateway.
+LAB := $(PY) tools/lab/lab.py
+
+lab-up: fixtures
+	$(LAB) up
+
+lab-down:
+	@if [ -x $(PY) ]; then $(LAB) down; fi
+
+lab-status: setup
+	$(LAB) status
+
+# Brings the lab up, runs tests/lab, and takes the lab down again (also on failure)
+# unless it was already up before.
+lab-test: fixtures
+	@was_up=0; $(LAB) status >/dev/null 2>&1 && was_up=1; status=0; \
+	  { $(LAB) up && $(VENV)/bin/pytest -q tests/lab $(PYTEST_ARGS); } || status=$$?; \
+	  [ $$was_up = 1 ] || $(LAB) down; exit $$status
+
+test: lint fixtures unit integration fixture-tests chain sanity lab-test
 	@echo "make test: all stages passed"
 
 # Benchmarks run on a real torch 2.11 venv from PyPI (several GB, made once by
