@@ -5,7 +5,9 @@
 
 No interpreter is started and nothing is imported: the venv's
 ``pyvenv.cfg`` and ``lib/pythonX.Y/site-packages`` say where things are.
-Standard library only.
+METADATA and WHEEL are RFC 822 headers, read with the standard library's
+``email.parser.HeaderParser`` (compat32 policy), as ``importlib.metadata``
+reads them.  Standard library only.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -15,7 +17,10 @@ __metaclass__ = type
 import fnmatch
 import os
 import re
+from email.parser import HeaderParser
+from email.policy import compat32
 
+from ansible_collections.dflash.deploy.plugins.module_utils.fileio import read_text
 from ansible_collections.dflash.deploy.plugins.module_utils.venv import VenvError
 
 _NORMALIZE = re.compile(r"[-_.]+")
@@ -61,32 +66,61 @@ class InstalledDist:
         return "InstalledDist(%s %s)" % (self.name, self.version)
 
 
+# Largest METADATA/PKG-INFO read (the long description is part of the file);
+# real ones are a few hundred KiB at most.  A larger file is refused by name,
+# never read in part.
+MAX_METADATA_BYTES = 32 << 20
+# WHEEL, INSTALLER, top_level.txt: a few lines each.
+MAX_SMALL_FILE_BYTES = 1 << 20
+# Requires-Dist lines evaluated per distribution (real sglang 0.5.9 has 97).
+MAX_REQUIREMENTS = 10000
+
+
+def parse_metadata(text):
+    """A METADATA/PKG-INFO/WHEEL text as an ``email.message.Message`` (headers only).
+
+    The RFC 822 reading of the standard library, with the compat32 policy
+    that ``importlib.metadata`` uses: continuation lines (also lines holding
+    only spaces) belong to their field; the first empty line ends the headers.
+    """
+    return HeaderParser(policy=compat32).parsestr(text)
+
+
 def parse_metadata_headers(text):
-    """Header fields of a METADATA/PKG-INFO file: {field: [values]} (the body is ignored)."""
+    """Header fields of a METADATA/PKG-INFO file: {field: [values]}, values as importlib.metadata returns them."""
     fields = {}
-    last = None
-    for line in text.splitlines():
-        if not line.strip():
-            break
-        if line[0] in " \t" and last is not None:
-            fields[last][-1] += "\n" + line.strip()
-            continue
-        key, sep, value = line.partition(":")
-        if not sep:
-            continue
-        last = key.strip()
-        fields.setdefault(last, []).append(value.strip())
+    for key, value in parse_metadata(text).items():
+        fields.setdefault(key, []).append(value)
     return fields
+
+
+def field(fields, name):
+    """First value of header ``name`` (case-insensitive), or None."""
+    lowered = name.lower()
+    for key, values in fields.items():
+        if key.lower() == lowered and values:
+            return values[0]
+    return None
+
+
+def field_all(fields, name):
+    """Every value of header ``name`` (case-insensitive), in file order."""
+    lowered = name.lower()
+    out = []
+    for key, values in fields.items():
+        if key.lower() == lowered:
+            out.extend(values)
+    return out
 
 
 def name_and_version(fields):
     """(Name, Version) from parse_metadata_headers' result; None where missing."""
-    return (fields.get("Name") or [None])[0], (fields.get("Version") or [None])[0]
+    return field(fields, "Name"), field(fields, "Version")
 
 
-def _read_head(path, limit=65536):
-    with open(path, "r", encoding="utf-8", errors="replace") as handle:
-        return handle.read(limit)
+def read_metadata(path):
+    """parse_metadata_headers of the METADATA file ``path`` (OSError when unreadable, not regular or too large)."""
+    return parse_metadata_headers(read_text(path, MAX_METADATA_BYTES))
 
 
 def list_dists(site_packages):
@@ -104,7 +138,7 @@ def list_dists(site_packages):
             continue
         name = version = None
         try:
-            name, version = name_and_version(parse_metadata_headers(_read_head(os.path.join(full, "METADATA"))))
+            name, version = name_and_version(read_metadata(os.path.join(full, "METADATA")))
         except (IOError, OSError):
             pass
         if not name or not version:
@@ -117,10 +151,10 @@ def list_dists(site_packages):
 
 
 def parse_wheel_tags(text):
-    """``Tag:`` values of a WHEEL file."""
-    tags = []
-    for line in text.splitlines():
-        key, sep, value = line.partition(":")
-        if sep and key.strip().lower() == "tag":
-            tags.append(value.strip())
-    return tags
+    """``Tag:`` values of a WHEEL file (RFC 822 headers, read like METADATA)."""
+    return [value.strip() for value in parse_metadata(text).get_all("Tag", [])]
+
+
+def read_wheel_tags(path):
+    """parse_wheel_tags of the WHEEL file ``path`` (OSError when unreadable, not regular or too large)."""
+    return parse_wheel_tags(read_text(path, MAX_SMALL_FILE_BYTES))

@@ -19,12 +19,19 @@ import os
 import re
 
 from ansible_collections.dflash.deploy.plugins.module_utils.dist_info import (
+    MAX_REQUIREMENTS,
+    MAX_SMALL_FILE_BYTES,
+    field,
+    field_all,
     normalize_name,
-    parse_metadata_headers,
+    read_metadata,
 )
+from ansible_collections.dflash.deploy.plugins.module_utils.fileio import read_text
 from ansible_collections.dflash.deploy.plugins.module_utils.record import RecordError
 from ansible_collections.dflash.deploy.plugins.module_utils.record import parse_record as _parse_record
 
+# RECORD of the largest real distributions (torch: 11,678 files) is about 1.5 MB.
+MAX_RECORD_BYTES = 64 << 20
 _SO_SUFFIX = re.compile(r"\.(cpython-[^.]*|abi3|pypy[^.]*)?\.?(so|pyd)$")
 
 
@@ -35,9 +42,8 @@ def local_tag(version):
     return None
 
 
-def _read_text(path):
-    with open(path, "rb") as fh:
-        return fh.read().decode("utf-8", "replace")
+def _read_text(path, limit=MAX_SMALL_FILE_BYTES):
+    return read_text(path, limit)
 
 
 def parse_record(text):
@@ -47,19 +53,21 @@ def parse_record(text):
 
 
 def top_level_from_record(paths):
+    """Import names inferred from RECORD paths when there is no top_level.txt.
+
+    The rule of ``importlib.metadata.packages_distributions()``: for every
+    ``.py`` file, its first directory, or its module name when it lies
+    directly in site-packages.
+    """
     names = set()
     for p in paths:
-        if p.startswith("..") or p.startswith("/"):
+        if not p.endswith(".py"):
             continue
-        first = p.split("/", 1)[0]
-        if first.endswith((".dist-info", ".egg-info", ".data")) or first in ("__pycache__", ""):
-            continue
-        if "/" in p:
-            names.add(first)
-        elif first.endswith(".py"):
-            names.add(first[:-3])
-        elif _SO_SUFFIX.search(first):
-            names.add(first.split(".", 1)[0])
+        parts = [part for part in p.split("/") if part not in ("", ".")]
+        if len(parts) > 1:
+            names.add(parts[0])
+        elif parts and len(parts[0]) > 3:
+            names.add(parts[0][:-3])
     return sorted(names)
 
 
@@ -68,36 +76,38 @@ def read_distribution(site_packages, dist_info):
     d = os.path.join(site_packages, dist_info)
     info = {"dist_info": d, "errors": []}
     try:
-        fields = parse_metadata_headers(_read_text(os.path.join(d, "METADATA")))
+        fields = read_metadata(os.path.join(d, "METADATA"))
     except OSError as exc:
         fields = {}
         info["errors"].append("METADATA: %s" % (exc.strerror or exc))
     stem = dist_info[:-len(".dist-info")]
     fallback_name, _unused, fallback_version = stem.partition("-")
-    info["name"] = (fields.get("Name") or [fallback_name])[0]
-    info["version"] = (fields.get("Version") or [fallback_version or None])[0]
-    info["requires"] = fields.get("Requires-Dist", [])
-    info["requires_python"] = (fields.get("Requires-Python") or [None])[0]
+    info["name"] = field(fields, "Name") or fallback_name
+    info["version"] = field(fields, "Version") or fallback_version or None
+    requires = field_all(fields, "Requires-Dist")
+    if len(requires) > MAX_REQUIREMENTS:
+        info["errors"].append("METADATA: %d Requires-Dist lines, more than the %d read; requirements not checked"
+                              % (len(requires), MAX_REQUIREMENTS))
+        requires = []
+    info["requires"] = requires
+    info["requires_python"] = field(fields, "Requires-Python")
     try:
         info["installer"] = _read_text(os.path.join(d, "INSTALLER")).strip() or None
     except OSError:
         info["installer"] = None
     record = []
     try:
-        record = parse_record(_read_text(os.path.join(d, "RECORD")))
+        record = parse_record(_read_text(os.path.join(d, "RECORD"), MAX_RECORD_BYTES))
     except OSError as exc:
         info["errors"].append("RECORD: %s" % (exc.strerror or exc))
     except (csv.Error, RecordError) as exc:
         info["errors"].append("RECORD: malformed (%s)" % exc)
     info["record"] = record
-    top = None
     try:
-        top = [t.strip() for t in _read_text(os.path.join(d, "top_level.txt")).splitlines() if t.strip()]
+        declared = _read_text(os.path.join(d, "top_level.txt")).split()
     except OSError:
-        top = None
-    if not top:
-        top = top_level_from_record(p for p, _h, _s in record)
-    info["top_level"] = sorted(set(t.replace("/", ".") for t in top))
+        declared = []
+    info["top_level"] = sorted(set(declared or top_level_from_record(p for p, _h, _s in record)))
     return info
 
 

@@ -6,6 +6,13 @@
 Specifiers and markers (PEP 440/508) are evaluated by ``packaging`` when it
 imports here, else by ``uv pip check``; never by a hand-written parser.  When
 neither is available the result says so instead of guessing.
+
+The rules are pip's (``pip check``): a requirement whose marker is false for
+this host and the venv's Python, or that sits behind an extra (markers are
+evaluated with ``extra`` empty, as for a distribution installed without
+extras), is not checked; any other must be installed in a version its
+specifier contains, pre-releases included.  tests/unit compares the result
+with pip's own check on real venvs.
 """
 
 from __future__ import absolute_import, annotations, division, print_function
@@ -39,6 +46,11 @@ def marker_environment(python_version=None):
         env["implementation_version"] = python_version
     env["extra"] = ""
     return env
+
+
+def requirement_name(text):
+    """The distribution name a requirement string names (packaging's reading)."""
+    return Requirement(text).name
 
 
 def check_with_packaging(dists, python_version=None):

@@ -21,7 +21,7 @@ from ansible_collections.dflash.deploy.plugins.module_utils.dist_info import (
     list_dists,
     name_matches,
     normalize_name,
-    parse_wheel_tags,
+    read_wheel_tags,
 )
 from ansible_collections.dflash.deploy.plugins.module_utils.record import (
     BIN_PREFIX,
@@ -109,8 +109,7 @@ class VenvSource:
                 raise SourceError("source %s %s: RECORD refused: %s" % (dist.name, dist.version, exc)) from exc
             tags = []
             try:
-                with open(dist.file("WHEEL"), "r", encoding="utf-8") as handle:
-                    tags = parse_wheel_tags(handle.read())
+                tags = read_wheel_tags(dist.file("WHEEL"))
             except (IOError, OSError):
                 pass
             files = {}

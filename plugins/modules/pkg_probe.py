@@ -15,11 +15,14 @@ version_added: "1.0.0"
 description:
   - Reads a venv's interpreter, site-packages and every installed distribution from its C(*.dist-info) files
     (name, version with local tag such as C(+cu130), installer, requirements, top-level import names) with the
-    Python standard library, in one process.
+    Python standard library, in one process. METADATA and WHEEL are read with C(email.parser.HeaderParser)
+    (compat32 policy), as C(importlib.metadata) reads them; top-level names follow
+    C(importlib.metadata.packages_distributions) (C(top_level.txt), else the C(.py) files of RECORD).
   - Reports import names owned by more than one distribution (C(sgl_kernel) from both C(sgl-kernel) and
     C(sglang-kernel)) and which owner's RECORD matches the files on disk.
-  - Reports unsatisfied requirements, pip-check style, evaluated with C(packaging) when it imports on the host,
-    else with C(uv pip check); the result says when neither could run.
+  - Reports unsatisfied requirements as C(pip check) does, evaluated with C(packaging) when it imports on the
+    host, else with C(uv pip check); the result says when neither could run. A requirement behind an extra
+    (C(extra == "test")) or behind a marker false on this host and the venv's Python is not reported.
   - Reads torch's build facts (version, local tag, CUDA version) from its files without importing torch.
   - Optionally imports named modules with the venv's interpreter, each in its own subprocess with a timeout,
     in parallel.
