@@ -294,6 +294,12 @@ def ensure_index() -> str:
         raise LabError(f"{FIXTURES}/simple is missing: run `make fixtures` first")
     if index_running():
         return url
+    try:
+        with socket.create_connection((GATEWAY, INDEX_PORT), timeout=2):
+            raise LabError(f"{GATEWAY}:{INDEX_PORT} is already served by a process this checkout did not start "
+                           "(another checkout's lab?): run its lab-down, or stop that process")
+    except OSError:
+        pass
     STATE.mkdir(parents=True, exist_ok=True)
     logf = open(STATE / "index.log", "ab")
     proc = subprocess.Popen([sys.executable, "-m", "http.server", "--bind", GATEWAY, "--directory",
@@ -342,6 +348,11 @@ def provisioned(host: Host) -> bool:
 def start_host(host: Host, image: str) -> bool:
     """Create (or start) the container; True when it was created now."""
     state = container_state(host)
+    if state != "absent" and container_checkout(host) != str(REPO):
+        # Made by another checkout (its key, its fixtures): this checkout makes its own.
+        log(f"{host.name}: container belongs to another checkout, recreating it")
+        podman("rm", "-f", "-t", "0", host.container)
+        state = "absent"
     if state == "running":
         return False
     if state != "absent":
@@ -354,9 +365,15 @@ def start_host(host: Host, image: str) -> bool:
     podman("run", "-d", "--name", host.container, "--hostname", host.name,
            "--network", f"{NETWORK}:ip={host.address}", "--systemd=always",
            "--label", f"{LABEL}=host", "--label", f"{LABEL}.name={host.name}",
+           "--label", f"{LABEL}.checkout={REPO}",
            *devices, image, "/lib/systemd/systemd")
     wait_systemd(host)
     return True
+
+
+def container_checkout(host: Host) -> str:
+    fmt = "{{index .Config.Labels \"" + LABEL + ".checkout\"}}"
+    return podman("inspect", "--format", fmt, host.container, check=False).stdout.strip()
 
 
 def wait_systemd(host: Host, timeout: float = 60) -> None:
