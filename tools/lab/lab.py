@@ -491,7 +491,7 @@ def inventory_text(all_hosts: list[Host]) -> str:
                 lines.append(f"        {h.name}:")
                 lines.append(f"          ansible_host: {h.address}")
                 if h.reference:
-                    lines.append(f"          lab_reference_venv: {REFERENCE_VENV}")
+                    lines.append(f"          dflash_reference_venv: {REFERENCE_VENV}")
     return "\n".join(lines) + "\n"
 
 

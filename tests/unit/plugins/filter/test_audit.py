@@ -1,0 +1,65 @@
+"""audit_columns / audit_table: the facts the incident compared by hand, from pkg_probe results."""
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+_spec = importlib.util.spec_from_file_location(
+    "dflash_audit_filter", Path(__file__).resolve().parents[4] / "plugins" / "filter" / "audit.py")
+audit = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(audit)
+
+SP = "/v/lib/python3.11/site-packages"
+
+
+def probe(venv, torch, cuda, kernels, extra=None):
+    dists = {"torch": {"version": torch, "top_level": ["torch"]}}
+    for k, v in kernels.items():
+        dists[k] = {"version": v, "top_level": ["sgl_kernel"]}
+    dists.update(extra or {})
+    return {"item": venv, "site_packages": SP, "python": {"version": "3.11.2"},
+            "torch": {"version": torch, "cuda": cuda}, "distributions": dists, "unsatisfied": [],
+            "gpus": [{"name": "GPU", "compute_capability": "12.0"}] * 2, "driver_version": "580.95.05"}
+
+
+def hostvars(p, dflash_files=(), units=None):
+    files = [{"path": f"{SP}/{f}"} for f in dflash_files]
+    return {"__audit_probe": {"results": [p]},
+            "__audit_dflash": {"results": [{"item": {"site_packages": SP}, "files": files}]},
+            "__audit_units": {"ansible_facts": {"services": units or {}}}}
+
+
+GOOD = hostvars(probe("/good", "2.11.0+cu130", "13.0", {"sglang-kernel": "0.4.2"}), audit.DFLASH_FILES,
+                {"sglang-dflash@main.service": {"state": "running"}, "ssh.service": {"state": "running"}})
+BAD = hostvars(probe("/bad", "2.11.0+cu128", "12.8", {"sglang-kernel": "0.4.2", "sgl-kernel": "0.3.21"}))
+
+
+def test_columns_name_the_incidents_differences():
+    cols = audit.audit_columns({"ct129": GOOD, "ct200": BAD}, ["ct129", "ct200"])
+    good, bad = cols["ct129:/good"], cols["ct200:/bad"]
+    assert good["torch build"] == "2.11.0+cu130 (CUDA 13.0)" and bad["torch build"] == "2.11.0+cu128 (CUDA 12.8)"
+    assert good["owner of sgl_kernel"] == "sglang-kernel"
+    assert bad["owner of sgl_kernel"] == "sgl-kernel + sglang-kernel"
+    assert good["DFlash files"].startswith("dflash_worker.py") and bad["DFlash files"] == "(none)"
+    assert good["units"] == "sglang-dflash@main.service running" and bad["units"] == "(none)"
+    assert bad["dist sgl-kernel"] == "0.3.21" and "dist sgl-kernel" not in good
+
+
+def test_table_keeps_only_rows_that_differ_unless_asked():
+    cols = audit.audit_columns({"ct129": GOOD, "ct200": BAD}, ["ct129", "ct200"])
+    rows = dict(audit.audit_rows(cols))
+    assert "python" not in rows and "GPUs" not in rows          # the same on both
+    assert rows["dist sgl-kernel"] == ["-", "0.3.21"]
+    assert "python" in dict(audit.audit_rows(cols, show_all=True))
+    lines = audit.audit_table(cols)
+    assert lines[0].split() == ["fact", "ct129:/good", "ct200:/bad"]
+    assert any(line.startswith("torch build") for line in lines)
+
+
+def test_identical_hosts_say_so_and_a_failed_probe_is_a_column():
+    cols = audit.audit_columns({"a": GOOD, "b": GOOD}, ["a", "b"])
+    assert audit.audit_table(cols) == ["audit: 2 venvs, no difference in any fact"]
+    broken = {"__audit_probe": {"results": [{"item": "/x", "failed": True, "msg": "no interpreter"}]}}
+    cols = audit.audit_columns({"a": GOOD, "b": broken}, ["a", "b"])
+    assert cols["b:/x"] == {"error": "no interpreter"}
+    assert dict(audit.audit_rows(cols))["error"] == ["-", "no interpreter"]
