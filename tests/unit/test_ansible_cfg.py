@@ -1,0 +1,27 @@
+"""playbooks/ansible.cfg (read when running from playbooks/) says what the checkout's ansible.cfg says."""
+from __future__ import annotations
+
+import configparser
+import os
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+PATH_KEYS = {"inventory", "collections_path", "roles_path"}
+
+
+def settings(path: Path) -> dict:
+    cfg = configparser.ConfigParser()
+    cfg.read(path)
+    out = {}
+    for section in cfg.sections():
+        for key, value in cfg.items(section):
+            if key in PATH_KEYS:
+                value = os.path.normpath(path.parent / value)
+            out[(section, key)] = value
+    return out
+
+
+def test_playbooks_cfg_matches_the_root_cfg():
+    root, sub = settings(REPO / "ansible.cfg"), settings(REPO / "playbooks" / "ansible.cfg")
+    assert root == sub
+    assert root[("defaults", "inventory")] == str(REPO / "inventory" / "lab.yml")
