@@ -72,4 +72,4 @@ def inventory() -> dict:
 
 @pytest.fixture(scope="session")
 def lab_hosts() -> list:
-    return lab.hosts(lab.current_targets())
+    return lab.current_hosts()

@@ -7,7 +7,7 @@ import re
 import pytest
 from conftest import adhoc, lab, shell
 
-LAB_NET = ipaddress.ip_network(lab.SUBNET)
+LAB_NETS = [ipaddress.ip_network(subnet) for subnet, _ in lab.NETWORKS.values()]
 
 
 def gpu_config(host) -> dict[int, dict]:
@@ -127,15 +127,19 @@ def test_ct200_stop_gap_holds_gpu0_and_port_30000():
 
 def test_the_index_is_reachable_and_nothing_else(lab_hosts):
     for h in lab_hosts:
-        res = shell(h.name, f"curl -fsS {lab.GATEWAY}:{lab.INDEX_PORT}/simple/sglang-kernel/ "
-                            "| grep -o 'sglang_kernel-[^<\"#]*whl' | head -1; "
+        subnet, _ = lab.NETWORKS[h.network]
+        res = shell(h.name, f"(curl -fsS -m 5 {lab.GATEWAY}:{lab.INDEX_PORT}/simple/sglang-kernel/ || echo FAILED) "
+                            "| grep -o 'sglang_kernel-[^<\"#]*whl\\|FAILED' | head -1; "
                             "ip -4 route show; ip route get 1.1.1.1 2>&1 || true")
         out = res["stdout"].splitlines()
-        assert out[0].startswith("sglang_kernel-0.4.2"), (h.name, out)
-        routes = [line for line in out[1:-1] if line.strip()]
-        # Only the lab subnet is routed: no default route, no NAT, so no packet can leave it.
-        assert routes == [f"{lab.SUBNET} dev eth0 proto kernel scope link src {h.address} "] or \
-            [r.strip() for r in routes] == [f"{lab.SUBNET} dev eth0 proto kernel scope link src {h.address}"], routes
+        if h.network == lab.OFFLINE_NETWORK:  # not even the lab index
+            assert out[0] == "FAILED", (h.name, out)
+        else:
+            assert out[0].startswith("sglang_kernel-0.4.2"), (h.name, out)
+        out = out[1:]
+        routes = [r.strip() for r in out[:-1] if r.strip()]
+        # Only the host's own lab subnet is routed: no default route, no NAT, no packet can leave it.
+        assert routes == [f"{subnet} dev eth0 proto kernel scope link src {h.address}"], routes
         assert "unreachable" in out[-1].lower(), out[-1]
 
 
@@ -163,11 +167,11 @@ def test_every_inventory_address_is_loopback_or_in_the_lab(inventory):
     assert hostvars, "inventory/lab.yml lists no host"
     for name, hv in hostvars.items():
         addr = ipaddress.ip_address(hv["ansible_host"])
-        assert addr.is_loopback or addr in LAB_NET, (name, addr)
+        assert addr.is_loopback or any(addr in net for net in LAB_NETS), (name, addr)
         for key, value in hv.items():
             for host in re.findall(r"https?://([^/:]+)", str(value)):
                 ip = ipaddress.ip_address(host)
-                assert ip.is_loopback or ip in LAB_NET, (name, key, value)
+                assert ip.is_loopback or any(ip in net for net in LAB_NETS), (name, key, value)
 
 
 def test_lab_up_again_changes_nothing(lab_hosts):

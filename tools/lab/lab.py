@@ -31,7 +31,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -45,6 +45,12 @@ UV = REPO / ".tools" / "uv" / "bin" / "uv"
 NETWORK = "dflash-lab"
 SUBNET = "10.89.64.0/24"
 GATEWAY = "10.89.64.1"
+# Offline targets (LAB_OFFLINE=N): a second internal network whose only other address is
+# the controller's; the index listens on GATEWAY alone, so they cannot reach it.
+OFFLINE_NETWORK = "dflash-lab-offline"
+OFFLINE_SUBNET = "10.89.65.0/24"
+OFFLINE_GATEWAY = "10.89.65.1"
+NETWORKS = {NETWORK: (SUBNET, GATEWAY), OFFLINE_NETWORK: (OFFLINE_SUBNET, OFFLINE_GATEWAY)}
 INDEX_PORT = 8631
 LABEL = "dflash.lab"
 PREFIX = "dflash-lab-"
@@ -85,15 +91,16 @@ class Host:
     group: str                 # dflash_reference or dflash_targets
     stopgap: bool = False      # the incident's stop-gap server on GPU 0, port 30000
     reference: bool = False    # seeded with the known-good venv
-    extra: dict = field(default_factory=dict)
+    network: str = NETWORK     # OFFLINE_NETWORK: no route even to the lab index
 
     @property
     def container(self) -> str:
         return PREFIX + self.name
 
 
-def hosts(targets: int = 0) -> list[Host]:
-    """ct129 (reference), ct200 (target) and `targets` more fresh targets ct201…"""
+def hosts(targets: int = 0, offline: int = 0) -> list[Host]:
+    """ct129 (reference), ct200 (target), `targets` more fresh targets ct201…, and `offline`
+    fresh targets ct250… on the offline network."""
     out = [
         Host("ct129", "10.89.64.129", "ct129.conf", 2, "dflash_reference", reference=True),
         Host("ct200", "10.89.64.200", "ct200.conf", 8, "dflash_targets", stopgap=True),
@@ -101,6 +108,9 @@ def hosts(targets: int = 0) -> list[Host]:
     for i in range(targets):
         n = 201 + i
         out.append(Host(f"ct{n}", f"10.89.64.{n}", "target.conf", 4, "dflash_targets"))
+    for i in range(offline):
+        n = 250 + i
+        out.append(Host(f"ct{n}", f"10.89.65.{n}", "target.conf", 4, "dflash_targets", network=OFFLINE_NETWORK))
     return out
 
 
@@ -256,18 +266,19 @@ def ensure_image() -> str:
 
 # -- network --------------------------------------------------------------------------------------
 
-def ensure_network() -> None:
-    if podman("network", "exists", NETWORK, check=False).returncode == 0:
-        info = json.loads(podman("network", "inspect", NETWORK).stdout)[0]
+def ensure_network(name: str = NETWORK) -> None:
+    subnet, gateway = NETWORKS[name]
+    if podman("network", "exists", name, check=False).returncode == 0:
+        info = json.loads(podman("network", "inspect", name).stdout)[0]
         subnets = [s.get("subnet") for s in info.get("subnets", [])]
-        if SUBNET in subnets:
+        if subnet in subnets:
             return
-        raise LabError(f"podman network {NETWORK} exists with subnets {subnets}, not {SUBNET}: "
-                       f"remove it (podman network rm {NETWORK}) and run lab-up again")
+        raise LabError(f"podman network {name} exists with subnets {subnets}, not {subnet}: "
+                       f"remove it (podman network rm {name}) and run lab-up again")
     # --internal: no default route and no NAT, the containers reach the gateway address only.
-    podman("network", "create", "--internal", "--subnet", SUBNET, "--gateway", GATEWAY,
-           "--label", f"{LABEL}=network", NETWORK)
-    log(f"network {NETWORK} {SUBNET} (internal: no route out)")
+    podman("network", "create", "--internal", "--subnet", subnet, "--gateway", gateway,
+           "--label", f"{LABEL}=network", name)
+    log(f"network {name} {subnet} (internal: no route out)")
 
 
 # -- package index on the gateway -------------------------------------------------------------------
@@ -363,7 +374,7 @@ def start_host(host: Host, image: str) -> bool:
     for i in range(host.gpus):
         devices += ["--device", f"/dev/null:/dev/nvidia{i}"]
     podman("run", "-d", "--name", host.container, "--hostname", host.name,
-           "--network", f"{NETWORK}:ip={host.address}", "--systemd=always",
+           "--network", f"{host.network}:ip={host.address}", "--systemd=always",
            "--label", f"{LABEL}=host", "--label", f"{LABEL}.name={host.name}",
            "--label", f"{LABEL}.checkout={REPO}",
            *devices, image, "/lib/systemd/systemd")
@@ -483,6 +494,11 @@ def inventory_text(all_hosts: list[Host]) -> str:
         "    lab_wheelhouse_dir: \"{{ inventory_dir }}/../build/fixtures/wheelhouse\"",
         "  children:",
     ]
+    offline = [h for h in all_hosts if h.network == OFFLINE_NETWORK]
+    if offline:
+        lines.append("    lab_offline:")
+        lines.append("      hosts:")
+        lines += [f"        {h.name}:" for h in offline]
     for group in ("dflash_reference", "dflash_targets"):
         lines.append(f"    {group}:")
         lines.append("      hosts:")
@@ -552,7 +568,16 @@ def lab_hosts_present() -> list[str]:
 def current_targets() -> int:
     """How many extra targets the running lab has (so a plain `up` keeps them)."""
     names = [n[len(PREFIX):] for n in lab_hosts_present()]
-    return len([n for n in names if n not in ("ct129", "ct200")])
+    return len([n for n in names if n not in ("ct129", "ct200") and int(n[2:]) < 250])
+
+
+def current_offline() -> int:
+    names = [n[len(PREFIX):] for n in lab_hosts_present()]
+    return len([n for n in names if int(n[2:]) >= 250])
+
+
+def current_hosts() -> list[Host]:
+    return hosts(current_targets(), current_offline())
 
 
 def cmd_up(args) -> int:
@@ -560,14 +585,16 @@ def cmd_up(args) -> int:
     ensure_tools()
     apply_quirks()
     image = ensure_image()
-    ensure_network()
-    key = ensure_key()
     targets = args.targets if args.targets is not None else current_targets()
-    all_hosts = hosts(targets)
+    offline = args.offline if args.offline is not None else current_offline()
+    all_hosts = hosts(targets, offline)
+    for net in sorted({h.network for h in all_hosts}):
+        ensure_network(net)
+    key = ensure_key()
     wanted = {h.container for h in all_hosts}
     for name in lab_hosts_present():
         if name not in wanted:
-            log(f"removing {name} (not in LAB_TARGETS={targets})")
+            log(f"removing {name} (not in LAB_TARGETS={targets} LAB_OFFLINE={offline})")
             podman("rm", "-f", "-t", "0", name)
     for h in all_hosts:
         if start_host(h, image):
@@ -587,9 +614,10 @@ def cmd_down(args) -> int:
     for name in lab_hosts_present():
         podman("rm", "-f", "-t", "0", name)
         log(f"removed {name}")
-    if podman("network", "exists", NETWORK, check=False).returncode == 0:
-        podman("network", "rm", NETWORK)
-        log(f"removed network {NETWORK}")
+    for net in NETWORKS:
+        if podman("network", "exists", net, check=False).returncode == 0:
+            podman("network", "rm", net)
+            log(f"removed network {net}")
     stop_index()
     _user_known_hosts_block([])
     shutil.rmtree(STATE, ignore_errors=True)
@@ -614,7 +642,7 @@ def cmd_status(args) -> int:
     print(f"network {NETWORK} {SUBNET}; index "
           f"{'up' if index_running() else 'DOWN'} http://{GATEWAY}:{INDEX_PORT}/simple; image {image_tag()}")
     ok &= index_running()
-    for h in hosts(current_targets()):
+    for h in current_hosts():
         state = container_state(h)
         sysd = ssh = "-"
         if state == "running":
@@ -627,7 +655,7 @@ def cmd_status(args) -> int:
 
 
 def find_host(name: str) -> Host:
-    for h in hosts(max(current_targets(), 0)):
+    for h in current_hosts():
         if h.name == name:
             return h
     raise LabError(f"no lab host named {name!r}")
@@ -640,7 +668,7 @@ def cmd_reset(args) -> int:
     image = ensure_image()
     start_host(h, image)
     provision(h, ensure_key(), ensure_index())
-    write_known_hosts([x for x in hosts(current_targets()) if container_state(x) == "running"])
+    write_known_hosts([x for x in current_hosts() if container_state(x) == "running"])
     return 0
 
 
@@ -663,6 +691,8 @@ def main(argv=None) -> int:
     up = sub.add_parser("up")
     up.add_argument("--targets", type=int, default=None,
                     help="extra fresh targets ct201… (default: LAB_TARGETS, else what is running)")
+    up.add_argument("--offline", type=int, default=None,
+                    help="fresh targets ct250… on the offline network (default: LAB_OFFLINE, else what is running)")
     sub.add_parser("down")
     sub.add_parser("status")
     for name in ("reset", "stop", "start", "kill"):
@@ -671,6 +701,8 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     if args.cmd == "up" and args.targets is None and os.environ.get("LAB_TARGETS"):
         args.targets = int(os.environ["LAB_TARGETS"])
+    if args.cmd == "up" and args.offline is None and os.environ.get("LAB_OFFLINE"):
+        args.offline = int(os.environ["LAB_OFFLINE"])
     if os.geteuid() != 0:
         print("lab: needs root (podman with systemd containers, debootstrap)", file=sys.stderr)
         return 2
