@@ -73,7 +73,11 @@ lab-test: fixtures
 	  { $(LAB) up && $(VENV)/bin/pytest -q tests/lab $(PYTEST_ARGS); } || status=$$?; \
 	  [ $$was_up = 1 ] || $(LAB) down; exit $$status
 
-test: lint fixtures unit integration fixture-tests chain sanity lab-test
+# Every stage in order, each timed (tools/run_stages.sh prints the table).
+TEST_STAGES := lint fixtures unit integration fixture-tests chain sanity lab-test
+
+test: setup
+	@bash tools/run_stages.sh $(TEST_STAGES)
 	@echo "make test: all stages passed"
 
 # Benchmarks run on a real torch 2.11 venv from PyPI (several GB, made once by
