@@ -1,0 +1,127 @@
+# -*- coding: utf-8 -*-
+# Copyright: dflash.deploy maintainers
+# Apache-2.0 (see galaxy.yml)
+"""The release verdict: is a built release "verified" (docs/architecture.md)?
+
+    findings = probe | dflash.deploy.release_findings(abi_results, superseded, requirements, cuda_major)
+
+A release is verified when the list is empty. Each finding is one line a person can act on,
+root causes first: two owners of one import name, a requirement of the DFlash sources that
+the venv does not meet, torch built for another CUDA major, an unsatisfied requirement that
+is not on the declared superseded list, abi_check's verdict, a failed import.
+
+Pure functions of pkg_probe's and abi_check's results; requirement names are compared
+normalised (PEP 503) and versions with `packaging` (which ansible-core itself requires).
+"""
+from __future__ import annotations
+
+import re
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.version import InvalidVersion, Version
+
+_NORM = re.compile(r"[-_.]+")
+
+
+def normalize(name: str) -> str:
+    """PEP 503 name normalisation: runs of -, _ and . become one -, lower case."""
+    return _NORM.sub("-", name).lower()
+
+
+def requirement_name(requirement: str) -> str:
+    try:
+        return normalize(Requirement(requirement).name)
+    except InvalidRequirement:
+        m = re.match(r"[A-Za-z0-9._-]+", requirement.strip())
+        return normalize(m.group(0)) if m else ""
+
+
+def owner_findings(probe: dict) -> list[str]:
+    """One import name installed by two distributions (sgl_kernel by sgl-kernel and sglang-kernel)."""
+    owners = probe.get("import_owners") or {}
+    return [f"import name {name} is owned by {' and '.join(sorted(owners[name]))} (kernel_pin removes the look-alike)"
+            for name in sorted(owners)]
+
+
+def _public_version(version: str) -> Version | None:
+    try:
+        return Version(Version(version).public)
+    except (InvalidVersion, TypeError):
+        return None
+
+
+def requirement_findings(probe: dict, requirements: list) -> list[str]:
+    """What the DFlash sources declare (e.g. sglang-kernel>=0.4.2), against the installed versions.
+
+    The local tag is ignored (2.11.0+cu130 satisfies ==2.11.0), as pip does for specifiers
+    without one."""
+    dists = {normalize(k): v for k, v in (probe.get("distributions") or {}).items()}
+    out = []
+    for text in requirements:
+        req = Requirement(text)
+        name = normalize(req.name)
+        if name not in dists:
+            hint = ""
+            if name == "sglang-kernel" and "sgl-kernel" in dists:
+                hint = (f"; sgl-kernel {dists['sgl-kernel'].get('version')} is installed and also provides "
+                        "sgl_kernel (kernel_pin)")
+            out.append(f"the DFlash sources need {text}: {name} is not installed{hint}")
+            continue
+        installed = dists[name].get("version") or ""
+        version = _public_version(installed)
+        if version is None or not req.specifier.contains(version, prereleases=True):
+            out.append(f"the DFlash sources need {text}: {name} {installed or '(no version)'} is installed")
+    return out
+
+
+def torch_findings(probe: dict, cuda_major: int) -> list[str]:
+    torch = probe.get("torch") or {}
+    if torch.get("cuda_major") == int(cuda_major):
+        return []
+    return [f"torch {torch.get('version') or 'not installed'} is built for CUDA {torch.get('cuda') or 'none'}; "
+            f"the DFlash stack needs CUDA {cuda_major} (cuda_overlay)"]
+
+
+def unsatisfied_findings(probe: dict, superseded: list) -> list[str]:
+    """pip-check style problems, less the declared ones ({distribution, requirement} by name)."""
+    declared = {(normalize(s["distribution"]), normalize(s["requirement"])) for s in superseded}
+    out = []
+    for u in probe.get("unsatisfied") or []:
+        key = (normalize(u.get("distribution") or ""), requirement_name(u.get("requirement") or ""))
+        if key in declared:
+            continue
+        have = f"installed {u['installed']}" if u.get("installed") else "not installed"
+        out.append(f"{u.get('distribution')} {u.get('version')} requires {u.get('requirement')}: "
+                   f"{have} ({u.get('problem')})")
+    return out
+
+
+def abi_findings(abi_results: list) -> list[str]:
+    out = []
+    for r in abi_results or []:
+        if r.get("skipped") or r.get("compatible") is True:
+            continue
+        label = (r.get("item") or {}).get("name") if isinstance(r.get("item"), dict) else r.get("item")
+        prefix = f"abi_check ({label}): " if label else "abi_check: "
+        out.append(prefix + (r.get("msg") or "not compatible"))
+    return out
+
+
+def import_findings(probe: dict) -> list[str]:
+    imports = probe.get("imports") or {}
+    return [f"import {name} failed: {imports[name].get('error')}"
+            for name in sorted(imports) if not imports[name].get("ok")]
+
+
+def release_findings(probe: dict, abi_results: list, superseded: list, requirements: list,
+                     cuda_major: int) -> list[str]:
+    """Every reason the release is not verified, root causes first; [] when it is verified."""
+    if probe.get("failed"):
+        return [f"pkg_probe failed: {probe.get('msg')}"]
+    return (owner_findings(probe) + requirement_findings(probe, requirements) + torch_findings(probe, cuda_major)
+            + unsatisfied_findings(probe, superseded) + abi_findings(abi_results) + import_findings(probe))
+
+
+class FilterModule:
+    def filters(self):
+        return {"release_findings": release_findings}

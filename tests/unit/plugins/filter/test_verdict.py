@@ -1,0 +1,101 @@
+"""release_findings: "verified" as docs/architecture.md defines it, on pkg_probe/abi_check result shapes."""
+from __future__ import annotations
+
+import copy
+import importlib.util
+from pathlib import Path
+
+_spec = importlib.util.spec_from_file_location(
+    "dflash_verdict_filter", Path(__file__).resolve().parents[4] / "plugins" / "filter" / "verdict.py")
+verdict = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(verdict)
+
+SUPERSEDED = [{"distribution": "sglang", "requirement": r}
+              for r in ("sgl-kernel", "torch", "flashinfer-python", "flashinfer-cubin")]
+REQUIREMENTS = ["sglang-kernel>=0.4.2", "flashinfer-python==0.6.8.post1", "flashinfer-cubin==0.6.8.post1"]
+
+# What pkg_probe reports for the known-good stack (the lab's ct129 venv).
+GOOD = {
+    "distributions": {
+        "torch": {"name": "torch", "version": "2.11.0+cu130"},
+        "sglang": {"name": "sglang", "version": "0.5.9"},
+        "sglang-kernel": {"name": "sglang-kernel", "version": "0.4.2"},
+        "flashinfer-python": {"name": "flashinfer-python", "version": "0.6.8.post1"},
+        "flashinfer-cubin": {"name": "flashinfer-cubin", "version": "0.6.8.post1"},
+    },
+    "torch": {"version": "2.11.0+cu130", "cuda": "13.0", "cuda_major": 13},
+    "import_owners": {},
+    "unsatisfied": [
+        {"distribution": "sglang", "version": "0.5.9", "requirement": "sgl-kernel==0.3.21",
+         "installed": None, "problem": "missing"},
+        {"distribution": "sglang", "version": "0.5.9", "requirement": "torch==2.9.1",
+         "installed": "2.11.0+cu130", "problem": "conflict"},
+        {"distribution": "sglang", "version": "0.5.9", "requirement": "flashinfer_python==0.6.3",
+         "installed": "0.6.8.post1", "problem": "conflict"},
+    ],
+    "imports": {"torch": {"ok": True}, "sgl_kernel": {"ok": True}},
+}
+
+
+def findings(probe, abi=(), requirements=REQUIREMENTS):
+    return verdict.release_findings(probe, list(abi), SUPERSEDED, requirements, 13)
+
+
+def test_the_known_good_stack_is_verified():
+    assert findings(GOOD, abi=[{"item": {"name": "main"}, "compatible": True}]) == []
+
+
+def test_the_incidents_ct200_fails_with_the_root_causes_first():
+    bad = copy.deepcopy(GOOD)
+    bad["distributions"]["sgl-kernel"] = {"name": "sgl-kernel", "version": "0.3.21"}
+    bad["import_owners"] = {"sgl_kernel": ["sglang-kernel", "sgl-kernel"]}
+    bad["torch"] = {"version": "2.11.0+cu128", "cuda": "12.8", "cuda_major": 12}
+    out = findings(bad)
+    assert out[0] == ("import name sgl_kernel is owned by sgl-kernel and sglang-kernel "
+                      "(kernel_pin removes the look-alike)")
+    assert out[1] == ("torch 2.11.0+cu128 is built for CUDA 12.8; the DFlash stack needs CUDA 13 (cuda_overlay)")
+    assert len(out) == 2
+
+
+def test_pypi_kernel_in_place_of_sglang_kernel_is_named():
+    bad = copy.deepcopy(GOOD)
+    del bad["distributions"]["sglang-kernel"]
+    bad["distributions"]["sgl-kernel"] = {"name": "sgl-kernel", "version": "0.3.21"}
+    out = findings(bad)
+    assert out == ["the DFlash sources need sglang-kernel>=0.4.2: sglang-kernel is not installed; sgl-kernel 0.3.21 "
+                   "is installed and also provides sgl_kernel (kernel_pin)"]
+
+
+def test_versions_compare_without_the_local_tag_and_by_specifier():
+    probe = copy.deepcopy(GOOD)
+    assert findings(probe, requirements=["torch==2.11.0", "sglang-kernel>=0.4.2,<0.5"]) == []
+    probe["distributions"]["flashinfer-python"]["version"] = "0.6.3"
+    assert findings(probe) == ["the DFlash sources need flashinfer-python==0.6.8.post1: flashinfer-python 0.6.3 "
+                               "is installed"]
+
+
+def test_only_declared_requirements_are_superseded():
+    probe = copy.deepcopy(GOOD)
+    probe["unsatisfied"].append({"distribution": "sglang", "version": "0.5.9", "requirement": "uvicorn>=0.30",
+                                 "installed": None, "problem": "missing"})
+    probe["unsatisfied"].append({"distribution": "flashinfer-python", "version": "0.6.8.post1",
+                                 "requirement": "torch==2.9.1", "installed": "2.11.0+cu130", "problem": "conflict"})
+    out = findings(probe)
+    assert out == ["sglang 0.5.9 requires uvicorn>=0.30: not installed (missing)",
+                   "flashinfer-python 0.6.8.post1 requires torch==2.9.1: installed 2.11.0+cu130 (conflict)"]
+
+
+def test_abi_check_and_imports_are_reported_per_instance():
+    probe = copy.deepcopy(GOOD)
+    probe["imports"]["sgl_kernel"] = {"ok": False, "error": "ImportError: libcudart.so.13: cannot open shared object"}
+    abi = [{"item": {"name": "main"}, "compatible": True},
+           {"item": {"name": "gpu2"}, "compatible": False,
+            "msg": "sgl_kernel/common_ops.abi3.so has no code for SM 120"}]
+    out = findings(probe, abi=abi)
+    assert out == ["abi_check (gpu2): sgl_kernel/common_ops.abi3.so has no code for SM 120",
+                   "import sgl_kernel failed: ImportError: libcudart.so.13: cannot open shared object"]
+
+
+def test_a_failed_probe_is_the_only_finding():
+    assert findings({"failed": True, "msg": "no interpreter at /opt/dflash/releases/x/bin/python"}) == [
+        "pkg_probe failed: no interpreter at /opt/dflash/releases/x/bin/python"]
