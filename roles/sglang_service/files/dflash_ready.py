@@ -17,9 +17,8 @@ import urllib.request
 
 def unit_state(unit):
     try:
-        out = subprocess.run(["systemctl", "show", "-p", "NRestarts", "-p", "ActiveState", "-p", "MainPID", "-p", "SubState", unit],
-                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, universal_newlines=True,
-                             check=False).stdout
+        argv = ["systemctl", "show", "-p", "NRestarts", "-p", "ActiveState", "-p", "MainPID", "-p", "SubState", unit]
+        out = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, check=False).stdout
     except OSError:
         return {}
     state = {}
