@@ -28,18 +28,23 @@ import hashlib
 import io
 import json
 import os
+import re
 import tarfile
 
 from ansible_collections.dflash.deploy.plugins.module_utils.fastcopy import run_parallel
+from ansible_collections.dflash.deploy.plugins.module_utils.fileio import open_regular
 from ansible_collections.dflash.deploy.plugins.module_utils.record import (
     BIN_PREFIX,
     VENV_PREFIX,
     RecordError,
+    decode_record,
     normalize_record_path,
     parse_record,
     record_hash_to_hex,
 )
 
+MAX_MANIFEST_BYTES = 256 << 20  # one line per file: torch + nvidia + triton make about 5 MB
+MAX_METADATA_MEMBER_BYTES = 64 << 20  # a RECORD or WHEEL read into memory
 FORMAT = "dflash-transplant-bundle"
 FORMAT_VERSION = 1
 MANIFEST = "MANIFEST.json"
@@ -48,6 +53,13 @@ _BUF = 1 << 20
 
 class BundleError(Exception):
     pass
+
+
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+
+
+def _is_int(value):
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def member_name(record_path):
@@ -85,7 +97,15 @@ def pack(out_path, source_venv_root, python_version, dists):
         "distributions": [],
     }
     try:
-        with tarfile.TarFile(tmp, "w", format=tarfile.PAX_FORMAT, copybufsize=_BUF) as tar:
+        os.unlink(tmp)
+    except OSError:
+        pass
+    # a new file, never opened through a link planted at the temp name
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+                 | getattr(os, "O_CLOEXEC", 0), 0o644)
+    try:
+        with os.fdopen(fd, "wb") as out, \
+                tarfile.TarFile(fileobj=out, mode="w", format=tarfile.PAX_FORMAT, copybufsize=_BUF) as tar:
             for dist in dists:
                 entry = {k: dist[k] for k in ("name", "version", "dist_info", "wheel_tags")}
                 entry["files"] = []
@@ -96,7 +116,7 @@ def pack(out_path, source_venv_root, python_version, dists):
                     info.mtime = int(item["mtime"])
                     info.uid = info.gid = 0
                     info.uname = info.gname = ""
-                    with open(item["src"], "rb") as handle:
+                    with os.fdopen(open_regular(item["src"], nofollow=True), "rb") as handle:
                         reader = _HashingReader(handle)
                         tar.addfile(info, reader)
                     if reader.size != item["size"]:
@@ -129,41 +149,74 @@ class Bundle:
         self.path = path
         self.members = {}
         try:
-            with tarfile.open(path, "r:") as tar:
-                for info in tar:
-                    if info.name in self.members:
-                        raise BundleError("bundle %s holds %s twice" % (path, info.name))
-                    self.members[info.name] = info
+            fd = open_regular(path)  # a FIFO or a device is refused, not read forever
+        except OSError as exc:
+            raise BundleError("%s is not a readable uncompressed tar bundle: %s" % (path, exc.strerror or exc)) \
+                from exc
+        try:
+            with os.fdopen(fd, "rb") as handle:
+                self.file_size = os.fstat(handle.fileno()).st_size
+                with tarfile.open(fileobj=handle, mode="r:") as tar:
+                    for info in tar:
+                        if info.name in self.members:
+                            raise BundleError("bundle %s holds %s twice" % (path, info.name))
+                        if info.offset_data + info.size > self.file_size:
+                            raise BundleError("bundle %s is truncated: %s declares %d bytes past its end"
+                                              % (path, info.name, info.offset_data + info.size - self.file_size))
+                        self.members[info.name] = info
         except (tarfile.TarError, OSError) as exc:
             raise BundleError("%s is not a readable uncompressed tar bundle: %s" % (path, exc)) from exc
         info = self.members.get(MANIFEST)
         if info is None or not info.isreg():
             raise BundleError("bundle %s has no %s" % (path, MANIFEST))
         try:
-            self.manifest = json.loads(self.read_member(MANIFEST).decode("utf-8"))
-        except ValueError as exc:
+            self.manifest = json.loads(self.read_member(MANIFEST, MAX_MANIFEST_BYTES).decode("utf-8"))
+        except (ValueError, UnicodeDecodeError) as exc:
             raise BundleError("bundle %s: manifest does not parse: %s" % (path, exc)) from exc
         self._check_manifest_shape()
 
     def _check_manifest_shape(self):
+        """Every field has the type and range the module writes; the manifest only lists and checksums files."""
         man = self.manifest
         if not isinstance(man, dict) or man.get("format") != FORMAT or man.get("version") != FORMAT_VERSION:
             raise BundleError("bundle %s: not a %s v%d manifest" % (self.path, FORMAT, FORMAT_VERSION))
+
+        def bad(what):
+            return BundleError("bundle %s: malformed manifest (%s)" % (self.path, what))
+
+        source = man.get("source", {})
+        if not isinstance(source, dict) or not isinstance(source.get("venv", ""), (str, type(None))):
+            raise bad("source must be an object with a string venv")
+        dists = man.get("distributions")
+        if not isinstance(dists, list):
+            raise bad("distributions must be a list")
         try:
-            for dist in man["distributions"]:
+            for dist in dists:
+                if not isinstance(dist, dict):
+                    raise bad("a distribution is not an object")
                 for key in ("name", "version", "dist_info"):
-                    if not isinstance(dist[key], str):
+                    if not isinstance(dist.get(key), str):
                         raise BundleError("bundle %s: distribution field %s is not a string" % (self.path, key))
+                tags = dist.get("wheel_tags", [])
+                if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+                    raise bad("wheel_tags of %s must be a list of strings, not %r" % (dist["name"], tags))
+                if not isinstance(dist.get("files"), list):
+                    raise bad("files of %s must be a list" % dist["name"])
                 for item in dist["files"]:
+                    if not isinstance(item, dict) or not isinstance(item.get("path"), str):
+                        raise bad("a file entry of %s has no string path" % dist["name"])
                     path = normalize_record_path(item["path"])
-                    if path != item["path"] or item["member"] != member_name(path):
+                    if path != item["path"] or item.get("member") != member_name(path):
                         raise BundleError("bundle %s: bad file entry %r" % (self.path, item["path"]))
-                    if not isinstance(item["size"], int) or len(item["sha256"]) != 64:
+                    if not _is_int(item.get("size")) or item["size"] < 0 or not isinstance(item.get("sha256"), str) \
+                            or not _SHA256.match(item["sha256"]):
                         raise BundleError("bundle %s: bad size or sha256 for %s" % (self.path, item["path"]))
+                    if not _is_int(item.get("mode")) or not 0 <= item["mode"] <= 0o7777:
+                        raise bad("mode of %s must be an integer permission, not %r" % (path, item.get("mode")))
+                    if not _is_int(item.get("mtime")) or not 0 <= item["mtime"] < 1 << 40:
+                        raise bad("mtime of %s must be integer seconds, not %r" % (path, item.get("mtime")))
         except RecordError as exc:
             raise BundleError("bundle %s: %s" % (self.path, exc)) from exc
-        except (KeyError, TypeError) as exc:
-            raise BundleError("bundle %s: malformed manifest (%s)" % (self.path, exc)) from exc
 
     @property
     def source_venv(self):
@@ -176,8 +229,12 @@ class Bundle:
     def offset(self, member):
         return self.members[member].offset_data
 
-    def read_member(self, member):
+    def read_member(self, member, limit=MAX_METADATA_MEMBER_BYTES):
+        """A member's bytes, for the small ones read into memory (manifest, RECORD, WHEEL)."""
         info = self.members[member]
+        if info.size > limit:
+            raise BundleError("bundle %s: %s declares %d bytes, more than the %d read into memory"
+                              % (self.path, member, info.size, limit))
         with open(self.path, "rb") as handle:
             handle.seek(info.offset_data)
             data = handle.read(info.size)
@@ -237,8 +294,9 @@ class Bundle:
         if record_path not in files:
             raise BundleError("bundle %s: %s has no RECORD" % (self.path, dist["dist_info"]))
         try:
-            entries = parse_record(self.read_member(files[record_path]["member"]).decode("utf-8"))
-        except (RecordError, UnicodeDecodeError) as exc:
+            entries = parse_record(decode_record(self.read_member(files[record_path]["member"]),
+                                                 "RECORD of %s" % dist["dist_info"]))
+        except RecordError as exc:
             raise BundleError("bundle %s: RECORD of %s: %s" % (self.path, dist["dist_info"], exc)) from exc
         if set(e.path for e in entries) != set(files):
             raise BundleError("bundle %s: RECORD of %s and the manifest list different files"

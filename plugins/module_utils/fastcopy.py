@@ -61,7 +61,8 @@ class Job:
 
 
 _CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
-_RDONLY = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
+# sources are opened without following a symlink (the source's files were checked to be regular files)
+_RDONLY = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0)
 
 
 def _current_umask():
@@ -189,13 +190,13 @@ def place_reflink(job, do_fsync=False):
 def place_hardlink(job, do_fsync=False):
     if job.direct:
         try:
-            os.link(job.src, job.dest)
+            os.link(job.src, job.dest, follow_symlinks=False)
             return
         except OSError as exc:
             if exc.errno != errno.EEXIST:
                 raise
     _unlink_quiet(job.tmp)
-    os.link(job.src, job.tmp)
+    os.link(job.src, job.tmp, follow_symlinks=False)
     _rename(job.tmp, job.dest, maybe_same_inode=True)
 
 
@@ -284,7 +285,7 @@ class Placer:
         places jobs.
         """
         try:
-            os.link(src, dest)
+            os.link(src, dest, follow_symlinks=False)
         except OSError:
             return False
         if self.files_linked == 0:

@@ -25,7 +25,11 @@ import io
 import os
 import posixpath
 
+from ansible_collections.dflash.deploy.plugins.module_utils.fileio import open_regular, read_regular
+
 VENV_PREFIX = "../../../"
+# The transplant module's own state directory in the venv root: no RECORD may place files there.
+STATE_DIRNAME = ".dflash-transplant"
 BIN_PREFIX = VENV_PREFIX + "bin/"
 _READ_CHUNK = 1 << 20
 
@@ -96,7 +100,7 @@ def normalize_record_path(raw):
                 return path
         rest = path[len(VENV_PREFIX):] if path.startswith(VENV_PREFIX) else ""
         top = rest.split("/", 1)[0]
-        if rest and "/" in rest and top not in ("..", ".", "bin", "lib", "lib64"):
+        if rest and "/" in rest and top not in ("..", ".", "bin", "lib", "lib64", STATE_DIRNAME):
             return path
         raise RecordError("path %r escapes site-packages (only scripts in the venv's bin/ and data files "
                           "elsewhere in the venv may)" % (raw,))
@@ -107,8 +111,11 @@ def parse_record(text, validate=True):
     """Parse RECORD text into a list of RecordEntry (duplicates refused)."""
     entries = []
     seen = set()
-    if '"' in text or "\r" in text:
-        rows = csv.reader(io.StringIO(text))
+    if '"' in text or "\r" in text or "\x00" in text:
+        try:
+            rows = list(csv.reader(io.StringIO(text)))
+        except csv.Error as exc:
+            raise RecordError("RECORD is not CSV: %s" % exc) from None
     else:  # nothing quoted, one line per row: what csv.reader returns, without its per-row cost
         rows = [line.split(",") for line in text.split("\n")]
     for lineno, row in enumerate(rows, 1):
@@ -136,13 +143,36 @@ def parse_record(text, validate=True):
     return entries
 
 
-def read_record(path):
+# RECORD of the largest real distributions (torch: 11,678 files) is about 1.5 MB.
+MAX_RECORD_BYTES = 64 << 20
+
+
+def decode_record(data, what, strict=True):
+    """RECORD bytes as text.  Strict: UTF-8 (what installers write) or RecordError naming the place.
+
+    Not strict: undecodable bytes become the surrogates Python uses for such file names
+    (``surrogateescape``), so the paths still name the files on disk.
+    """
+    if not strict:
+        return data.decode("utf-8", "surrogateescape")
     try:
-        with open(path, "r", encoding="utf-8", newline="") as handle:
-            text = handle.read()
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise RecordError("%s is not UTF-8 (byte 0x%02x on line %d)" % (what, data[exc.start], line)) from None
+
+
+def read_record(path, strict=True):
+    """Entries of the RECORD file at path (a regular file, bounded); RecordError names the file."""
+    try:
+        data = read_regular(path, MAX_RECORD_BYTES)
     except (IOError, OSError) as exc:
-        raise RecordError("cannot read %s: %s" % (path, exc)) from exc
-    return parse_record(text)
+        raise RecordError("cannot read %s: %s" % (path, exc.strerror or exc)) from exc
+    try:
+        return parse_record(decode_record(data, path, strict))
+    except RecordError as exc:
+        msg = str(exc)
+        raise RecordError(msg if msg.startswith(path) else "%s: %s" % (path, msg)) from None
 
 
 def format_record(entries):
@@ -181,10 +211,10 @@ def hash_bytes(data, algo="sha256"):
 
 
 def hash_file(path, algo="sha256"):
-    """(record hash, size) of a file, read in large chunks."""
+    """(record hash, size) of a regular file (a FIFO or device is refused), read in large chunks."""
     hasher = hashlib.new(algo)
     size = 0
-    with open(path, "rb") as handle:
+    with os.fdopen(open_regular(path, nofollow=True), "rb") as handle:
         while True:
             chunk = handle.read(_READ_CHUNK)
             if not chunk:

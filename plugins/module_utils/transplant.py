@@ -14,11 +14,19 @@ __metaclass__ = type
 import errno
 import gc
 import os
+import stat
 
 from ansible_collections.dflash.deploy.plugins.module_utils.bundle import Bundle, BundleError, pack
 from ansible_collections.dflash.deploy.plugins.module_utils.dist_info import list_dists, normalize_name
 from ansible_collections.dflash.deploy.plugins.module_utils.fastcopy import CopyError, Placer, default_workers
-from ansible_collections.dflash.deploy.plugins.module_utils.journal import STATE_DIRNAME, Journal, JournalError
+from ansible_collections.dflash.deploy.plugins.module_utils.fileio import kind_of
+from ansible_collections.dflash.deploy.plugins.module_utils.journal import (
+    STATE_DIRNAME,
+    Journal,
+    JournalError,
+    validate_plan,
+)
+from ansible_collections.dflash.deploy.plugins.module_utils.record import resolve
 from ansible_collections.dflash.deploy.plugins.module_utils.transplant_plan import PlanError, build_plan
 from ansible_collections.dflash.deploy.plugins.module_utils.transplant_run import RunError, Runner, new_run_id
 from ansible_collections.dflash.deploy.plugins.module_utils.venv import VenvError, open_venv
@@ -39,13 +47,14 @@ _KNOWN = (BundleError, VenvError, CopyError, JournalError, PlanError, RunError, 
 
 
 def _os_message(exc, dest_root):
+    where = " (%s)" % exc.filename if exc.filename else ""
     if exc.errno == errno.EROFS:
-        return "destination %s is on a read-only filesystem (%s); nothing was changed" % (dest_root, exc.filename)
+        return "destination %s is on a read-only filesystem%s; nothing was changed" % (dest_root, where)
     if exc.errno == errno.ENOSPC:
-        return ("no space left on the destination filesystem of %s (%s); the run was rolled back and nothing "
-                "was changed" % (dest_root, exc.filename))
+        return ("no space left on the destination filesystem of %s%s; the run was rolled back and nothing "
+                "was changed" % (dest_root, where))
     if exc.errno in (errno.EACCES, errno.EPERM):
-        return "permission denied writing into %s (%s); nothing was changed" % (dest_root, exc.filename)
+        return "permission denied writing into %s%s; nothing was changed" % (dest_root, where)
     return "%s: %s" % (exc.filename or dest_root, exc.strerror or exc)
 
 
@@ -95,6 +104,24 @@ def _transplant(dest, src, bundle, distributions, remove, link, keep_backups, do
         dest_venv = open_venv(dest)
     except VenvError as exc:
         raise TransplantError("destination: %s" % exc) from exc
+    journal = Journal(os.path.join(dest_venv.root, STATE_DIRNAME))
+    try:
+        # The lock comes first: what the source holds, the pending journal, the plan and the bundle
+        # check are all read under it, so a second run into this venv cannot act on a stale plan.
+        if not check_mode:
+            journal.lock()
+    except _KNOWN as exc:
+        raise TransplantError(str(exc)) from exc
+    except (OSError, IOError) as exc:
+        raise TransplantError(_os_message(exc, dest_venv.root), errno=exc.errno) from exc
+    try:
+        return _locked(journal, dest_venv, src, bundle, distributions, remove, link, keep_backups, do_fsync,
+                       workers, verify_source, check_mode, diff)
+    finally:
+        journal.unlock()
+
+
+def _load_source(dest_venv, src, bundle, distributions, link, verify_source):
     source = None
     selected = []
     try:
@@ -111,8 +138,12 @@ def _transplant(dest, src, bundle, distributions, remove, link, keep_backups, do
             selected = source.load(distributions or [], verify_hashes=verify_source)
     except _KNOWN as exc:
         raise TransplantError(str(exc)) from exc
+    return source, selected
 
-    journal = Journal(os.path.join(dest_venv.root, STATE_DIRNAME))
+
+def _locked(journal, dest_venv, src, bundle, distributions, remove, link, keep_backups, do_fsync, workers,
+            verify_source, check_mode, diff):
+    source, selected = _load_source(dest_venv, src, bundle, distributions, link, verify_source)
     placer = Placer(link, do_fsync, workers)
     runner = Runner(journal, placer, keep_backups, workers)
     result = {"changed": False, "recovered": None, "moved": [], "removed": [], "unchanged": [], "kept_shared": [],
@@ -120,47 +151,78 @@ def _transplant(dest, src, bundle, distributions, remove, link, keep_backups, do
               "link_methods": [], "backup": None, "backup_kept": False, "warnings_list": []}
     try:
         pending = journal.pending()
-        if pending is not None and check_mode:
-            result["recovered"] = {"run_id": pending[0]["run_id"], "phase": pending[0]["phase"],
-                                   "action": "pending"}
-            result["changed"] = True
+        if pending is not None:
+            validate_plan(pending[1], pending[0]["run_id"], dest_venv.site_packages, dest_venv.root,
+                          journal.state_dir)
+            if check_mode:
+                result["recovered"] = {"run_id": pending[0]["run_id"], "phase": pending[0]["phase"],
+                                       "action": "pending"}
+                result["changed"] = True
+            else:
+                result["recovered"] = runner.recover(dest_venv.site_packages)
+                result["changed"] = True
         plan = build_plan(new_run_id(), source, selected, dest_venv, remove or ())
         if plan.has_work and isinstance(source, BundleSource):
-            source.verify(selected, workers)  # before anything changes, the lock file included
-        locked = False
-        if not check_mode and (pending is not None or plan.has_work):
-            journal.lock()
-            locked = True
-            recovered = runner.recover()
-            if recovered is not None:
-                result["recovered"] = recovered
-                result["changed"] = True
-                plan = build_plan(new_run_id(), source, selected, dest_venv, remove or ())
-        try:
-            dest_dists = list_dists(dest_venv.site_packages) if diff else []
-            result.update(_summary(plan))
-            if diff:
-                result["diff"] = _diff(dest_dists, plan)
-            if not plan.has_work:
-                return result
-            result["changed"] = True
-            if check_mode:
-                return result
-            runner.execute(plan)
-        finally:
-            if locked:
-                journal.unlock()
+            source.verify(selected, workers)  # before anything changes
+        dest_dists = list_dists(dest_venv.site_packages) if diff else []
+        result.update(_summary(plan))
+        if diff:
+            result["diff"] = _diff(dest_dists, plan)
+        if not plan.has_work:
+            return _finish(result, placer, runner, plan, runner.guard)
+        result["changed"] = True
+        if check_mode:
+            return result
+        check_writable(plan, journal.state_dir)
+        runner.execute(plan)
     except _KNOWN as exc:
         raise TransplantError(str(exc)) from exc
     except (OSError, IOError) as exc:
         raise TransplantError(_os_message(exc, dest_venv.root), errno=exc.errno) from exc
+    return _finish(result, placer, runner, plan, runner.guard)
+
+
+def _finish(result, placer, runner, plan, guard):
     result.update({
         "files_copied": placer.files_copied, "files_linked": placer.files_linked,
         "bytes_copied": placer.bytes_copied, "bytes_linked": placer.bytes_linked,
-        "files_removed": len(plan.deletes), "link_methods": sorted(placer.methods),
+        "files_removed": len(plan.deletes) if plan.has_work else 0, "link_methods": sorted(placer.methods),
         "backup": runner.backup, "backup_kept": runner.backup_kept,
     })
+    if guard.refused:
+        result["warnings_list"] = list(result["warnings_list"]) + [
+            "%d path(s) resolved outside the venv when the run came to them and were left alone, e.g. %s"
+            % (len(guard.refused), guard.refused[0])]
     return result
+
+
+def check_writable(plan, state_dir):
+    """Refuse before anything changes when a directory the run writes in is on a read-only mount.
+
+    A read-only bind mount over site-packages or bin/ (or the whole venv) shows in statvfs(2)
+    of each directory; one call per distinct directory.
+    """
+    dirs = set([os.path.dirname(state_dir)])
+    sp = plan.dest.site_packages
+    for op in plan.writes:
+        dirs.add((op.full or resolve(sp, op.path)).rpartition("/")[0])
+    for path in plan.deletes:
+        dirs.add(resolve(sp, path).rpartition("/")[0])
+    if plan.dist_info_writes or plan.old_dist_infos:
+        dirs.add(sp)
+    checked = set()
+    for directory in sorted(dirs):
+        while not os.path.isdir(directory):  # to be made: its nearest existing parent is written
+            directory = os.path.dirname(directory)
+        if directory in checked:
+            continue
+        checked.add(directory)
+        try:
+            flags = os.statvfs(directory).f_flag
+        except OSError:
+            continue
+        if flags & getattr(os, "ST_RDONLY", 1):
+            raise OSError(errno.EROFS, "read-only file system", directory)
 
 
 def _summary(plan):
@@ -210,6 +272,27 @@ def _bundle_matches(path, items):
     return True
 
 
+def _check_bundle_target(bundle, src_venv):
+    """The bundle path may name a new file or an existing bundle; never the source venv or another file."""
+    real = os.path.realpath(bundle)
+    root = os.path.realpath(src_venv.root)
+    if real == root or real.startswith(root + "/"):
+        raise TransplantError("bundle %s lies inside the source venv %s; write it elsewhere" % (bundle, src_venv.root))
+    try:
+        st = os.lstat(bundle)
+    except OSError:
+        return
+    if stat.S_ISLNK(st.st_mode):
+        raise TransplantError("bundle %s is a symbolic link; name the file itself" % bundle)
+    if not stat.S_ISREG(st.st_mode):
+        raise TransplantError("bundle %s exists and is %s; refusing to replace it" % (bundle, kind_of(st.st_mode)))
+    try:
+        Bundle(bundle)
+    except BundleError:
+        raise TransplantError("%s exists and is not a bundle; refusing to replace it (remove it first)"
+                              % bundle) from None
+
+
 def pack_bundle(src, bundle, distributions, check_mode=False, workers=None):
     try:
         src_venv = open_venv(src)
@@ -221,6 +304,7 @@ def pack_bundle(src, bundle, distributions, check_mode=False, workers=None):
     result = {"changed": False, "bundle": bundle, "files_copied": sum(len(i["files"]) for i in items),
               "bytes_copied": sum(f["size"] for i in items for f in i["files"]),
               "distributions": [{"name": d.name, "version": d.version} for d in dists], "warnings_list": []}
+    _check_bundle_target(bundle, src_venv)
     if os.path.exists(bundle) and _bundle_matches(bundle, items):
         result.update(files_copied=0, bytes_copied=0, size=os.path.getsize(bundle))
         return result

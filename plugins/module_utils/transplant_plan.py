@@ -44,6 +44,9 @@ from ansible_collections.dflash.deploy.plugins.module_utils.transplant_source im
 from ansible_collections.dflash.deploy.plugins.module_utils.wheel_tags import check_tags
 
 
+SAFE_MODE = 0o755
+
+
 class PlanError(Exception):
     pass
 
@@ -62,7 +65,9 @@ class WriteOp:
         self.source = source
         self.data = data
         self.size = size if size is not None else (len(data) if data is not None else source.size)
-        self.mode = mode if mode is not None else (source.mode if source is not None else 0o644)
+        # never more than rwxr-xr-x: no setuid/setgid/sticky bit and no group or world write, whatever
+        # the source's mode or a bundle's manifest says
+        self.mode = (mode if mode is not None else (source.mode if source is not None else 0o644)) & SAFE_MODE
         self.mtime_ns = mtime_ns if mtime_ns is not None else (source.mtime_ns if source is not None else None)
         self.existed = existed
         self.full = full
@@ -124,7 +129,8 @@ def _dest_entries(dist):
     if not os.path.isfile(record):
         return None
     try:
-        return read_record(record)
+        # not strict: a destination RECORD with non-UTF-8 bytes still names its files (as Python names them)
+        return read_record(record, strict=False)
     except RecordError as exc:
         raise PlanError("destination %s %s: RECORD refused: %s" % (dist.name, dist.version, exc)) from exc
 

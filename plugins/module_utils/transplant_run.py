@@ -31,7 +31,7 @@ import time
 
 from ansible_collections.dflash.deploy.plugins.module_utils.bundle import member_name
 from ansible_collections.dflash.deploy.plugins.module_utils.fastcopy import CopyError, Job, run_parallel
-from ansible_collections.dflash.deploy.plugins.module_utils.journal import PHASES, is_committed
+from ansible_collections.dflash.deploy.plugins.module_utils.journal import PHASES, is_committed, validate_plan
 from ansible_collections.dflash.deploy.plugins.module_utils.record import resolve
 
 
@@ -83,7 +83,35 @@ def _link_or_copy(src, dst):
             raise
 
 
-def _prune_dirs(paths, stops):
+class Guard:
+    """Containment of every path a run deletes, renames or lists: its directory, symlinks resolved,
+    must lie inside the venv and outside the state directory.  Answers are cached per directory.
+    """
+
+    def __init__(self, venv_root, state_dir):
+        self.root = os.path.realpath(venv_root)
+        self.state = os.path.realpath(state_dir)
+        self.dirs = {}
+        self.refused = []
+
+    def dir_ok(self, directory):
+        ok = self.dirs.get(directory)
+        if ok is None:
+            real = os.path.realpath(directory)
+            ok = (real == self.root or real.startswith(self.root + "/")) and \
+                real != self.state and not real.startswith(self.state + "/")
+            self.dirs[directory] = ok
+        return ok
+
+    def ok(self, full):
+        """True when full's directory resolves inside the venv; else remember it and say False."""
+        if self.dir_ok(os.path.dirname(full)):
+            return True
+        self.refused.append(full)
+        return False
+
+
+def _prune_dirs(paths, stops, guard=None):
     """rmdir empty parents of paths, deepest first, never above the stop dirs."""
     dirs = set()
     for path in paths:
@@ -94,6 +122,8 @@ def _prune_dirs(paths, stops):
             dirs.add(parent)
             parent = os.path.dirname(parent)
     for directory in sorted(dirs, key=lambda d: -d.count(os.sep)):
+        if guard is not None and not guard.ok(directory):
+            continue
         try:
             os.rmdir(directory)
         except OSError:
@@ -111,6 +141,7 @@ class Runner:
         self.crash = journal.crash
         self.backup = None
         self.backup_kept = False
+        self.guard = Guard(os.path.dirname(journal.state_dir), journal.state_dir)
 
     # -- forward ---------------------------------------------------------
     def execute(self, plan):
@@ -140,8 +171,9 @@ class Runner:
         sp = jplan["site_packages"]
         backup = backup_root(self.journal.state_dir, jplan["run_id"])
         self.backup = backup
+        os.mkdir(backup, 0o700)  # a fresh directory: nothing planted beneath it is followed
         paths = [p for p, existed in jplan["writes"] if existed] + list(jplan["deletes"])
-        made = set()
+        made = set([backup])
         for count, path in enumerate(paths, 1):
             target = _backup_path(backup, path)
             parent = os.path.dirname(target)
@@ -251,14 +283,15 @@ class Runner:
     def commit(self, jplan):
         sp = jplan["site_packages"]
         deleted = []
+        guard = self.guard
         for count, path in enumerate(jplan["deletes"], 1):
             full = resolve(sp, path)
-            if _unlink(full):
+            if guard.ok(full) and _unlink(full):
                 deleted.append(full)
             self.crash("committing", count)
         deleted.extend(self._purge_pyc(jplan))
         venv_bin = os.path.normpath(os.path.join(sp, "../../../bin"))
-        _prune_dirs([resolve(sp, p) for p in jplan["deletes"]] + deleted, set([sp, venv_bin]))
+        _prune_dirs([resolve(sp, p) for p in jplan["deletes"]] + deleted, set([sp, venv_bin]), guard)
 
     def _purge_pyc(self, jplan):
         """Remove cached bytecode of replaced or deleted .py files that no RECORD claims."""
@@ -275,8 +308,13 @@ class Runner:
             if directory and sp + "/" + directory in created:
                 continue
             cache_rel = directory + "/__pycache__" if directory else "__pycache__"
+            cache = os.path.join(sp, cache_rel)
             try:
-                listing = os.listdir(os.path.join(sp, cache_rel))
+                if not stat.S_ISDIR(os.lstat(cache).st_mode):
+                    continue  # a symlinked __pycache__ is not followed
+                if not self.guard.ok(cache + "/x"):
+                    continue
+                listing = os.listdir(cache)
             except OSError:
                 continue
             for name in listing:
@@ -294,7 +332,9 @@ class Runner:
 
     def _drop_backup(self, run_id):
         backup = backup_root(self.journal.state_dir, run_id)
-        if os.path.isdir(backup):
+        if os.path.islink(backup):
+            os.unlink(backup)  # never ours: a link is removed, not followed
+        elif os.path.isdir(backup):
             shutil.rmtree(backup)
         self.backup_kept = False
 
@@ -305,6 +345,8 @@ class Runner:
             self._drop_backup(run_id)
             return
         keep_dir = os.path.join(self.journal.state_dir, "backups")
+        if os.path.islink(keep_dir):
+            raise RunError("%s is a symbolic link; refusing to keep backups through it" % keep_dir)
         os.makedirs(keep_dir, exist_ok=True)
         kept = os.path.join(keep_dir, run_id)
         if os.path.isdir(backup):
@@ -342,8 +384,11 @@ class Runner:
             if os.path.isdir(saved) and not os.path.lexists(final):
                 os.rename(saved, final)
         added = []
+        guard = self.guard
         for index, (path, existed) in enumerate(jplan["writes"]):
             full = resolve(sp, path)
+            if not guard.ok(full):
+                continue
             _unlink(_tmp_name(full, run_id, index))
             if existed:
                 saved = _backup_path(backup, path)
@@ -362,19 +407,28 @@ class Runner:
             elif _unlink(full):
                 added.append(full)
         venv_bin = os.path.normpath(os.path.join(sp, "../../../bin"))
-        _prune_dirs(added, set([sp, venv_bin]))
+        _prune_dirs(added, set([sp, venv_bin]), guard)
         for directory in reversed(jplan.get("new_dirs", ())):  # made for this run; only if left empty
+            if not guard.ok(directory):
+                continue
             try:
                 os.rmdir(directory)
             except OSError:
                 pass
 
-    def recover(self):
-        """Finish or roll back an interrupted run; returns a description or None."""
+    def recover(self, site_packages):
+        """Finish or roll back an interrupted run; returns a description or None.
+
+        The plan read back is checked like a fresh one first (``journal.validate_plan``), and
+        the run works in ``site_packages`` (this venv's), whatever the plan says.
+        """
         pending = self.journal.pending()
         if pending is None:
             return None
         state, jplan = pending
+        validate_plan(jplan, state["run_id"], site_packages, os.path.dirname(self.journal.state_dir),
+                      self.journal.state_dir)
+        jplan["site_packages"] = site_packages
         phase = state["phase"]
         if is_committed(phase):
             self.commit(jplan)

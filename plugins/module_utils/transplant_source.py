@@ -13,19 +13,24 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import hashlib
 import os
-from stat import S_ISREG
+from stat import S_ISLNK, S_ISREG
 
-from ansible_collections.dflash.deploy.plugins.module_utils.bundle import Bundle
+from ansible_collections.dflash.deploy.plugins.module_utils.bundle import Bundle, BundleError
+from ansible_collections.dflash.deploy.plugins.module_utils.fileio import kind_of, read_regular
 from ansible_collections.dflash.deploy.plugins.module_utils.dist_info import (
     list_dists,
     name_matches,
+    MAX_SMALL_FILE_BYTES,
     normalize_name,
+    parse_wheel_tags,
     read_wheel_tags,
 )
 from ansible_collections.dflash.deploy.plugins.module_utils.record import (
     BIN_PREFIX,
     RecordError,
+    decode_record,
     hash_file,
     parse_record,
     read_record,
@@ -93,6 +98,8 @@ class VenvSource:
         self.label = venv.root
 
     def load(self, patterns, verify_hashes=False):
+        src_root = os.path.realpath(self.venv.root)
+        inside = set()
         installed = list_dists(self.venv.site_packages)
         names = [d.name for d in installed]
         wanted = set(normalize_name(n) for n in select(names, patterns, "source venv %s" % self.venv.root))
@@ -118,13 +125,22 @@ class VenvSource:
                 path = entry.path
                 full = site_packages + "/" + path if path[:3] != "../" else resolve(site_packages, path)
                 try:
-                    st = os.stat(full)
+                    st = os.lstat(full)  # a symlink is refused, never taken for what it points to
                 except OSError:
                     raise SourceError("source %s %s: %s is in RECORD but missing"
                                       % (dist.name, dist.version, full)) from None
                 mode = st.st_mode
                 if not S_ISREG(mode):
-                    raise SourceError("source %s %s: %s is not a regular file" % (dist.name, dist.version, full))
+                    raise SourceError("source %s %s: %s is %s, not a regular file; refusing"
+                                      % (dist.name, dist.version, full,
+                                         "a symbolic link" if S_ISLNK(mode) else kind_of(mode)))
+                parent = full.rpartition("/")[0]
+                if parent not in inside:
+                    real = os.path.realpath(parent)
+                    if not (real == src_root or real.startswith(src_root + "/")):
+                        raise SourceError("source %s %s: %s lies in %s, outside the source venv (a symlinked "
+                                          "directory); refusing" % (dist.name, dist.version, path, real))
+                    inside.add(parent)
                 if verify_hashes and entry.hash:
                     actual = hash_file(full, entry.hash.partition("=")[0])[0]
                     if actual != entry.hash:
@@ -137,15 +153,15 @@ class VenvSource:
         return result
 
     def read(self, source_file):
-        with open(source_file.src, "rb") as handle:
-            return handle.read()
+        return read_regular(source_file.src, source_file.size, nofollow=True)
 
 
 class BundleSource:
     kind = "bundle"
 
     def __init__(self, path):
-        self.bundle = Bundle(path)
+        # opened by its real path: members are later read with O_NOFOLLOW
+        self.bundle = Bundle(os.path.realpath(path))
         self.path = path
         venv = self.bundle.source_venv
         self.prefixes = [venv] if venv else []
@@ -173,14 +189,36 @@ class BundleSource:
             if record not in files:
                 raise SourceError("bundle %s: %s has no RECORD" % (self.path, dist["dist_info"]))
             try:
-                entries = parse_record(self.bundle.read_member(files[record].member).decode("utf-8"))
-            except (RecordError, UnicodeDecodeError) as exc:
+                entries = parse_record(decode_record(self.bundle.read_member(files[record].member),
+                                                     "RECORD of %s" % dist["dist_info"]))
+            except (RecordError, BundleError) as exc:
                 raise SourceError("bundle %s: RECORD of %s refused: %s" % (self.path, dist["dist_info"], exc)) from exc
             _check_own_dist_info(dist["name"], dist["dist_info"], entries)
-            result.append(SourceDist(dist["name"], dist["version"], dist["dist_info"], dist.get("wheel_tags") or [],
-                                     entries, files))
+            tags = self._wheel_tags(dist)
+            result.append(SourceDist(dist["name"], dist["version"], dist["dist_info"], tags, entries, files))
         _check_unique(result, "bundle %s" % self.path)
         return result
+
+    def _wheel_tags(self, dist):
+        """Tags from the bundled WHEEL file (checked against its manifest sha256), not from the manifest's list."""
+        item = next((f for f in dist["files"] if f["path"] == dist["dist_info"] + "/WHEEL"), None)
+        if item is None:
+            if dist.get("wheel_tags"):
+                raise SourceError("bundle %s: the manifest gives %s wheel tags but the bundle holds no WHEEL file"
+                                  % (self.path, dist["name"]))
+            return []
+        try:
+            data = self.bundle.read_member(item["member"], MAX_SMALL_FILE_BYTES)
+        except BundleError as exc:
+            raise SourceError(str(exc)) from exc
+        if hashlib.sha256(data).hexdigest() != item["sha256"]:
+            raise SourceError("bundle %s: checksum mismatch in %s" % (self.path, item["member"]))
+        tags = parse_wheel_tags(data.decode("utf-8", "replace"))
+        if sorted(tags) != sorted(dist.get("wheel_tags") or []):
+            raise SourceError("bundle %s: the manifest's wheel tags for %s (%s) are not the bundled WHEEL's (%s)"
+                              % (self.path, dist["name"], ", ".join(dist.get("wheel_tags") or []) or "none",
+                                 ", ".join(tags) or "none"))
+        return tags
 
     def verify(self, dists, workers):
         self.bundle.verify(set(d.dist_info for d in dists), workers)

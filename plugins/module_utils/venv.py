@@ -129,4 +129,19 @@ def open_venv(root):
         for cand in candidates:
             if wanted.startswith("%d.%d." % cand[0]):
                 chosen = cand
-    return Venv(root, chosen[2], chosen[0], chosen[1])
+    venv = Venv(root, chosen[2], chosen[0], chosen[1])
+    _check_no_links(venv)
+    return venv
+
+
+def _check_no_links(venv):
+    """Refuse a venv whose lib/, site-packages or bin/ is a symbolic link.
+
+    Everything the transplant writes must stay inside the venv; a linked
+    top-level directory would carry the whole run (scripts, site-packages)
+    wherever it points.
+    """
+    for path in (os.path.join(venv.root, "lib"), venv.site_packages, venv.bin):
+        if os.path.islink(path):
+            raise VenvError("not_a_venv", venv.root, "%s is a symbolic link (to %s); refusing: the venv's own "
+                            "directories must be real directories inside it" % (path, os.readlink(path)))

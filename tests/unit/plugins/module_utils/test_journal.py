@@ -37,7 +37,7 @@ def test_begin_phase_finish(tmp_path):
     assert Journal(str(tmp_path / "state")).pending()[0]["phase"] == "writing_files"
     journal.finish()
     assert journal.pending() is None
-    assert sorted(os.listdir(tmp_path / "state")) == ["lock"]
+    assert sorted(os.listdir(tmp_path / "state")) == []  # the lock lives on the venv directory itself
     journal.unlock()
     assert not (tmp_path / "state").exists()  # nothing left behind once the run is over
 
@@ -45,6 +45,7 @@ def test_begin_phase_finish(tmp_path):
 def test_lock_is_exclusive(tmp_path):
     first = Journal(str(tmp_path / "s"))
     first.lock()
+    assert not (tmp_path / "s").exists()  # taking the lock creates nothing
     with pytest.raises(JournalError, match="another transplant"):
         Journal(str(tmp_path / "s")).lock()
     first.unlock()

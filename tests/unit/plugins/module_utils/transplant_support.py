@@ -8,6 +8,7 @@ import hashlib
 import io
 import json
 import os
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -82,6 +83,8 @@ def snapshot(root: Path, skip_state: bool = False) -> dict:
                 out[rel] = ("link", os.readlink(full))
             elif os.path.isdir(full):
                 out[rel] = ("dir", st.st_mode & 0o7777)
+            elif not stat.S_ISREG(st.st_mode):  # a FIFO or device: never opened
+                out[rel] = ("special", stat.S_IFMT(st.st_mode), st.st_mode & 0o7777)
             else:
                 with open(full, "rb") as handle:
                     digest = hashlib.sha256(handle.read()).hexdigest()
@@ -148,7 +151,8 @@ def run_module(args: dict, env_extra: dict | None = None, check: bool = False, d
         input=json.dumps(payload), capture_output=True, text=True, env=env, timeout=timeout, check=False,
     )
     try:
-        result = json.loads(proc.stdout.strip().splitlines()[-1]) if proc.stdout.strip() else {}
+        result = json.loads(proc.stdout.strip().splitlines()[-1]) if proc.stdout.strip() else {
+            "stderr": proc.stderr[-4000:]} if proc.stderr.strip() else {}
     except (ValueError, IndexError):
         result = {"raw_stdout": proc.stdout, "stderr": proc.stderr}
     return proc.returncode, result
