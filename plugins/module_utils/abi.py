@@ -177,6 +177,8 @@ def analyze_file(ctx, path, package, findings):
         fix = {"unreadable": "fix the file's permissions or ownership",
                "not_elf": "reinstall the distribution that owns it",
                "corrupt_elf": "reinstall the distribution that owns it (the file is damaged or truncated)"}[kind]
+        if "not a regular file" in exc.detail:
+            fix = "replace it with the library itself: reinstall the distribution that owns it"
         add(kind, "%s: %s" % (short, exc.detail), fix=fix)
         return info
     info.update({"soname": summary["soname"], "rpath": summary["rpath"], "runpath": summary["runpath"],

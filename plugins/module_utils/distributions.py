@@ -26,7 +26,7 @@ from ansible_collections.dflash.deploy.plugins.module_utils.dist_info import (
     normalize_name,
     read_metadata,
 )
-from ansible_collections.dflash.deploy.plugins.module_utils.fileio import read_text
+from ansible_collections.dflash.deploy.plugins.module_utils.fileio import open_regular, read_text
 from ansible_collections.dflash.deploy.plugins.module_utils.record import RecordError
 from ansible_collections.dflash.deploy.plugins.module_utils.record import parse_record as _parse_record
 
@@ -166,7 +166,7 @@ def _record_digest_matches(full, digest):
         return None
     h = hashlib.new(algo)
     try:
-        with open(full, "rb") as fh:
+        with os.fdopen(open_regular(full), "rb") as fh:
             for chunk in iter(lambda: fh.read(1 << 20), b""):
                 h.update(chunk)
     except OSError:

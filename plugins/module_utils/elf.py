@@ -20,6 +20,8 @@ import mmap
 import os
 import struct
 
+from ansible_collections.dflash.deploy.plugins.module_utils.fileio import open_regular
+
 ELF_MAGIC = b"\x7fELF"
 
 SHT_DYNSYM = 11
@@ -103,7 +105,7 @@ class ElfFile:
         self._mm = None
         self._fd = None
         try:
-            self._fd = os.open(path, os.O_RDONLY)
+            self._fd = open_regular(path)  # a FIFO or device is refused instead of blocking or mapping
             size = os.fstat(self._fd).st_size
         except OSError as exc:
             self.close()
@@ -485,10 +487,15 @@ class ElfFile:
 def is_elf(path):
     """True when the file starts with the ELF magic (cheap pre-filter)."""
     try:
-        with open(path, "rb") as fh:
-            return fh.read(4) == ELF_MAGIC
+        fd = open_regular(path)
     except OSError:
         return False
+    try:
+        return os.read(fd, 4) == ELF_MAGIC
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
 
 
 def read_summary(path):

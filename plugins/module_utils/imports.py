@@ -31,6 +31,25 @@ sys.stdout.write("\n@@DFLASH@@" + json.dumps(res) + "\n")
 '''
 
 
+def check_environment(environment):
+    """None when every name and value can go into a process environment, else the reason (one line)."""
+    for key, value in (environment or {}).items():
+        key = str(key)
+        if not key or "=" in key or "\x00" in key:
+            return "environment: name %r is not a valid variable name (empty, or holds '=' or a NUL byte)" % key
+        if value is not None and "\x00" in str(value):
+            return "environment: the value of %s holds a NUL byte, which no process environment can carry" % key
+    return None
+
+
+def check_timeouts(**timeouts):
+    """None when every timeout is a positive number of seconds, else the reason."""
+    for name, value in sorted(timeouts.items()):
+        if value is not None and value <= 0:
+            return "%s must be a positive number of seconds, not %s" % (name, value)
+    return None
+
+
 def service_env(environment=None, base=None):
     env = dict(os.environ if base is None else base)
     for k, v in (environment or {}).items():

@@ -56,9 +56,9 @@ def requirement_name(text):
 def check_with_packaging(dists, python_version=None):
     """List of unsatisfied requirements over ``dists`` (normalized name -> dict from distributions.scan)."""
     env = marker_environment(python_version)
-    installed = {}
+    installed = {}  # normalized name -> version ("" when its METADATA has none: installed all the same)
     for key, dist in dists.items():
-        installed.setdefault(key.split("#", 1)[0], dist["version"])
+        installed.setdefault(key.split("#", 1)[0], dist["version"] or "")
     out = []
     for _key, dist in sorted(dists.items()):
         for text in dist.get("requires", ()):
@@ -82,6 +82,11 @@ def check_with_packaging(dists, python_version=None):
                             "installed": None, "problem": "missing"})
                 continue
             if not req.specifier:
+                continue
+            if not have:
+                out.append({"distribution": dist["name"], "version": dist["version"], "requirement": str(req),
+                            "installed": None, "problem": "installed without a version: %s cannot be checked"
+                                                          % req.specifier})
                 continue
             try:
                 ok = req.specifier.contains(Version(have), prereleases=True)

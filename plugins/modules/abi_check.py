@@ -250,7 +250,12 @@ try:
     from ansible_collections.dflash.deploy.plugins.module_utils import findings as F
     from ansible_collections.dflash.deploy.plugins.module_utils.cuda_compat import format_cc, parse_cc
     from ansible_collections.dflash.deploy.plugins.module_utils.gpu import nvidia_smi_facts
-    from ansible_collections.dflash.deploy.plugins.module_utils.imports import import_many, service_env
+    from ansible_collections.dflash.deploy.plugins.module_utils.imports import (
+        check_environment,
+        check_timeouts,
+        import_many,
+        service_env,
+    )
     from ansible_collections.dflash.deploy.plugins.module_utils.loadplan import FEATURE_LIBRARIES
     IMPORT_ERROR = None
 except ImportError:
@@ -293,6 +298,9 @@ def main():
     p = module.params
     if p["system_library_dirs"] is not None and p["system_root"] not in (None, "/"):
         module.fail_json(msg="system_root and system_library_dirs are mutually exclusive")
+    problem = check_environment(p["environment"]) or check_timeouts(import_timeout=p["import_timeout"])
+    if problem:
+        module.fail_json(msg=problem, changed=False)
     environment = dict((str(k), str(v)) for k, v in (p["environment"] or {}).items())
     features = list(p["features"])
     if p["attention_backend"]:

@@ -297,6 +297,7 @@ import traceback
 from ansible.module_utils.basic import AnsibleModule
 
 try:
+    from ansible_collections.dflash.deploy.plugins.module_utils.imports import check_environment, check_timeouts
     from ansible_collections.dflash.deploy.plugins.module_utils.probe import probe
     from ansible_collections.dflash.deploy.plugins.module_utils.venv import VenvError
     IMPORT_ERROR = None
@@ -322,6 +323,10 @@ def main():
     if IMPORT_ERROR:
         module.fail_json(msg="dflash.deploy module_utils could not be imported", exception=IMPORT_ERROR)
     p = module.params
+    problem = check_environment(p["environment"]) or check_timeouts(
+        import_timeout=p["import_timeout"], smoke_test_timeout=p["smoke_test_timeout"])
+    if problem:
+        module.fail_json(msg=problem, changed=False)
     want_gpus = p["gpus"] or p["gpu_smoke_test"]
     try:
         result = probe(

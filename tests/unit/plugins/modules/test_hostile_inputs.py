@@ -1,0 +1,139 @@
+"""pkg_probe and abi_check on hostile or broken venvs: a one-line answer, never a hang, a traceback or a wrong verdict.
+
+Numbers refer to the cases of the attack run (docs/modules/site_packages_transplant.md, threat model).
+"""
+from __future__ import annotations
+
+import errno
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+from ansible.module_utils.testing import patch_module_args
+from ansible_collections.dflash.deploy.plugins.module_utils import abi
+from ansible_collections.dflash.deploy.plugins.module_utils import distributions as D
+from ansible_collections.dflash.deploy.plugins.module_utils import requirements as R
+from ansible_collections.dflash.deploy.plugins.module_utils.probe import probe
+from ansible_collections.dflash.deploy.plugins.module_utils.transplant import _os_message
+from ansible_collections.dflash.deploy.plugins.modules import abi_check, pkg_probe
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "module_utils"))
+import abi_native as N  # noqa: E402
+
+
+def run_module(mod, args, capsys):
+    with patch_module_args(args):
+        with pytest.raises(SystemExit):
+            mod.main()
+    out = capsys.readouterr().out
+    return json.loads(out[out.index("{"):])
+
+
+def _venv(tmp_path):
+    venv = tmp_path / "venv"
+    site = venv / "lib" / "python3.11" / "site-packages"
+    site.mkdir(parents=True)
+    (venv / "pyvenv.cfg").write_text("version_info = 3.11.7\n")
+    return venv, site
+
+
+def _dist(site, name, version, files=(), requires=(), metadata=None):
+    di = site / ("%s-%s.dist-info" % (name.replace("-", "_"), version) if version else "%s.dist-info" % name)
+    di.mkdir()
+    if metadata is None:
+        metadata = "Metadata-Version: 2.1\nName: %s\n%s" % (name, "Version: %s\n" % version if version else "")
+        metadata += "".join("Requires-Dist: %s\n" % r for r in requires)
+    (di / "METADATA").write_text(metadata)
+    rows = []
+    for rel in files:
+        rows.append("%s,," % rel)
+    (di / "RECORD").write_text("\n".join(rows + ["%s/RECORD,," % di.name]) + "\n")
+    return di
+
+
+# -- 10. special files where files are expected ------------------------------------------------------------------
+
+def test_10_probe_never_reads_dev_zero_or_a_fifo(tmp_path):
+    venv, site = _venv(tmp_path)
+    di = _dist(site, "zeros", "1.0", files=["shared/__init__.py", "shared/z.py"])
+    (di / "METADATA").unlink()
+    (di / "METADATA").symlink_to("/dev/zero")
+    (di / "top_level.txt").write_text("shared\n")
+    other = _dist(site, "other", "1.0", files=["shared/__init__.py", "shared/z.py"])
+    (other / "top_level.txt").write_text("shared\n")
+    for di_ in (di, other):  # both claim shared/z.py with a size and a hash, so its content gets hashed
+        (di_ / "RECORD").write_text("shared/z.py,sha256=AAAA,5\nshared/__init__.py,sha256=AAAA,3\n")
+    (site / "shared").mkdir()
+    (site / "shared" / "z.py").symlink_to("/dev/zero")
+    os.mkfifo(site / "shared" / "__init__.py")
+    fifo_meta = _dist(site, "fifo", "2.0")
+    (fifo_meta / "METADATA").unlink()
+    os.mkfifo(fifo_meta / "METADATA")
+    res = probe(str(venv))
+    assert res["distributions"]["zeros"]["version"] == "1.0"  # from the dist-info name
+    assert any("METADATA: is a character device" in p for p in res["problems"])
+    assert any("METADATA: is a FIFO" in p for p in res["problems"])
+    assert res["import_owners_detail"]["shared"]["on_disk"] == []
+
+
+def test_10_abi_check_refuses_a_fifo_library(tmp_path):
+    venv, site = _venv(tmp_path)
+    _dist(site, "pkg", "1.0", files=["pkg/__init__.py", "pkg/ext.so", "pkg/good.so"])
+    (site / "pkg").mkdir()
+    (site / "pkg" / "__init__.py").write_text("")
+    os.mkfifo(site / "pkg" / "ext.so")
+    dep = N.build_lib(tmp_path / "build" / "libdep.so", "int dep(void){return 1;}", soname="libdep.so")
+    N.build_lib(site / "pkg" / "good.so", "int dep(void); int g(void){return dep();}", libs=[dep],
+                rpath="$ORIGIN")
+    os.mkfifo(site / "pkg" / "libdep.so")  # the DT_NEEDED target, found through $ORIGIN, is a FIFO
+    result = abi.check(str(venv), packages=["pkg"], gpu_ccs=[(9, 0)])
+    details = " | ".join(str(f.get("detail")) for f in result["findings"])
+    assert "ext.so" in details and "FIFO" in details, details
+    assert "libdep.so" in details, details
+
+
+# -- 11. a METADATA with a million Requires-Dist lines --------------------------------------------------------------
+
+@pytest.mark.parametrize("lines", [50_000, 1_500_000])
+def test_11_huge_requirement_lists_refused_with_a_message(tmp_path, lines):
+    venv, site = _venv(tmp_path)
+    meta = "Metadata-Version: 2.1\nName: bomb\nVersion: 1\n" + "Requires-Dist: a\n" * lines
+    _dist(site, "bomb", "1", metadata=meta)
+    res = probe(str(venv))
+    assert res["distributions"]["bomb"]["requires"] == []
+    assert any("Requires-Dist lines, more than the 10000 read; requirements not checked" in p
+               for p in res["problems"]), res["problems"]
+
+
+# -- 13. messages ---------------------------------------------------------------------------------------------------
+
+def test_13_distribution_without_version_is_installed(tmp_path):
+    venv, site = _venv(tmp_path)
+    _dist(site, "noversion", None)
+    _dist(site, "user", "1.0", requires=["noversion", "noversion>=2"])
+    got = R.check_with_packaging(D.scan(str(site)), "3.11.7")
+    assert [(u["requirement"], u["problem"]) for u in got] == [
+        ("noversion>=2", "installed without a version: >=2 cannot be checked")]
+
+
+@pytest.mark.parametrize("mod", [pkg_probe, abi_check])
+@pytest.mark.parametrize("args,match", [
+    ({"environment": {"LD_LIBRARY_PATH": "/a\x00/b"}}, "holds a NUL byte"),
+    ({"environment": {"A=B": "1"}}, "not a valid variable name"),
+    ({"import_timeout": -5}, "import_timeout must be a positive number of seconds"),
+    ({"import_timeout": 0}, "import_timeout must be a positive number of seconds"),
+])
+def test_13_bad_options_named(tmp_path, capsys, mod, args, match):
+    venv, _site = _venv(tmp_path)
+    res = run_module(mod, dict(args, venv=str(venv)), capsys)
+    assert res["failed"] is True and match in res["msg"], res["msg"]
+
+
+def test_13_out_of_space_message_without_a_file_name():
+    msg = _os_message(OSError(errno.ENOSPC, "No space left on device"), "/opt/venv")
+    assert msg == ("no space left on the destination filesystem of /opt/venv; the run was rolled back and "
+                   "nothing was changed")
+    msg = _os_message(OSError(errno.ENOSPC, "No space left on device", "/opt/venv/x"), "/opt/venv")
+    assert "(/opt/venv/x)" in msg and "None" not in msg
