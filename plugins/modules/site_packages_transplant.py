@@ -30,6 +30,12 @@ description:
     the run succeeds.
   - A source built for another Python ABI than the destination's (wheel tags in the dist-info
     C(WHEEL) files) is refused, as are bundles whose manifest or checksums do not verify.
+  - Nothing outside the destination venv is written or deleted, whatever the trees hold. Every path
+    written, deleted or listed must resolve inside the venv (symlinks resolved); a symlinked C(lib/),
+    site-packages, C(bin/) or state directory, a symlink in the source, and a journal or plan that is
+    not one the module wrote are refused. Files get at most mode C(0755). Only regular files are read.
+    A run takes a lock on the destination directory before it reads anything, so two runs into one
+    venv never both act. See the threat model in the collection's docs/modules/site_packages_transplant.md.
   - A re-run with nothing to do is a stat-only pass (no hashing, no copying) and reports
     C(changed=false).
   - With O(state=packed) it writes a bundle instead, one uncompressed tar holding the selected
