@@ -6,6 +6,7 @@
     python tools/lab/lab.py status             # exit 0 only when every host answers
     python tools/lab/lab.py reset HOST         # recreate one host from the image, provisioned anew
     python tools/lab/lab.py stop|start|kill HOST
+    python tools/lab/lab.py index-delay SECONDS  # each wheel download waits (fault injection)
 
 `make lab-up`, `make lab-down`, `make lab-status` and molecule's create and
 destroy all call this file: there is one way to make a lab host.
@@ -284,6 +285,7 @@ def ensure_network(name: str = NETWORK) -> None:
 # -- package index on the gateway -------------------------------------------------------------------
 
 INDEX_PID = STATE / "index.pid"
+INDEX_DELAY = STATE / "index-delay"  # seconds each wheel download waits (tests widen a build window)
 
 
 def index_running() -> bool:
@@ -313,8 +315,9 @@ def ensure_index() -> str:
         pass
     STATE.mkdir(parents=True, exist_ok=True)
     logf = open(STATE / "index.log", "ab")
-    proc = subprocess.Popen([sys.executable, "-m", "http.server", "--bind", GATEWAY, "--directory",
-                             str(FIXTURES), str(INDEX_PORT)], stdout=logf, stderr=logf,
+    proc = subprocess.Popen([sys.executable, str(HERE / "index_server.py"), "--bind", GATEWAY, "--port",
+                             str(INDEX_PORT), "--directory", str(FIXTURES), "--delay-file", str(INDEX_DELAY)],
+                            stdout=logf, stderr=logf,
                             stdin=subprocess.DEVNULL, start_new_session=True)
     INDEX_PID.write_text(str(proc.pid))
     for _ in range(50):
@@ -685,6 +688,17 @@ def cmd_power(args) -> int:
     return 0
 
 
+def cmd_index_delay(args) -> int:
+    """Every wheel download waits this long (0 removes the delay): a build becomes a window."""
+    if args.seconds > 0:
+        STATE.mkdir(parents=True, exist_ok=True)
+        INDEX_DELAY.write_text(f"{args.seconds}\n")
+    else:
+        INDEX_DELAY.unlink(missing_ok=True)
+    log(f"index delay per wheel: {args.seconds}s")
+    return 0
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -698,6 +712,8 @@ def main(argv=None) -> int:
     for name in ("reset", "stop", "start", "kill"):
         sp = sub.add_parser(name)
         sp.add_argument("host")
+    sp = sub.add_parser("index-delay")
+    sp.add_argument("seconds", type=float)
     args = p.parse_args(argv)
     if args.cmd == "up" and args.targets is None and os.environ.get("LAB_TARGETS"):
         args.targets = int(os.environ["LAB_TARGETS"])
@@ -708,7 +724,8 @@ def main(argv=None) -> int:
         return 2
     try:
         return {"up": cmd_up, "down": cmd_down, "status": cmd_status, "reset": cmd_reset,
-                "stop": cmd_power, "start": cmd_power, "kill": cmd_power}[args.cmd](args)
+                "stop": cmd_power, "start": cmd_power, "kill": cmd_power,
+                "index-delay": cmd_index_delay}[args.cmd](args)
     except LabError as exc:
         print(f"lab: {exc}", file=sys.stderr)
         return 1
