@@ -35,6 +35,7 @@ import os
 import re
 import signal
 import stat
+import time
 
 from ansible_collections.dflash.deploy.plugins.module_utils.fileio import read_regular
 from ansible_collections.dflash.deploy.plugins.module_utils.record import (  # noqa: F401 (STATE_DIRNAME re-exported)
@@ -47,6 +48,8 @@ PHASES = ("planned", "backing_up", "writing_files", "writing_dist_info", "commit
 COMMIT_PHASE = "committing"
 JOURNAL_NAME = "journal.json"
 CRASH_ENV = "_DFLASH_TRANSPLANT_CRASH_AT"
+PAUSE_ENV = "_DFLASH_TRANSPLANT_PAUSE_AT"
+PAUSE_FILE_ENV = "_DFLASH_TRANSPLANT_PAUSE_FILE"
 _RUN_ID = re.compile(r"^[0-9A-Za-z][0-9A-Za-z-]{0,63}$")
 _DIST_INFO = re.compile(r"^[^/\x00]+\.dist-info$")
 MAX_STATE_FILE_BYTES = 256 << 20  # a plan lists every file of the run: torch's is about 1 MB
@@ -97,24 +100,39 @@ def write_atomic(path, data, do_fsync=True):
 
 
 class CrashHook:
-    """Test hook: ``_DFLASH_TRANSPLANT_CRASH_AT=<phase>[:<n>]`` kills the process
-    with SIGKILL when ``phase`` has completed ``n`` steps (0 = as it starts).
-    Unset (always, outside tests) it does nothing."""
+    """Test hooks, unset (always, outside tests) they do nothing:
 
-    def __init__(self, spec=None):
+    - ``_DFLASH_TRANSPLANT_CRASH_AT=<phase>[:<n>]`` kills the process with SIGKILL when
+      ``phase`` has completed ``n`` steps (0 = as it starts);
+    - ``_DFLASH_TRANSPLANT_PAUSE_AT=<phase>[:<n>]`` instead creates the file named by
+      ``_DFLASH_TRANSPLANT_PAUSE_FILE`` (default /run/dflash-transplant-paused) and waits there,
+      so that a test can stop the whole host in the middle of that phase."""
+
+    def __init__(self, spec=None, pause=None):
         spec = os.environ.get(CRASH_ENV, "") if spec is None else spec
-        self.phase = None
-        self.count = 0
-        if spec:
-            phase, dummy, count = spec.partition(":")
-            if phase not in PHASES:
-                raise JournalError("%s names unknown phase %r" % (CRASH_ENV, phase))
-            self.phase = phase
-            self.count = int(count or 0)
+        pause = os.environ.get(PAUSE_ENV, "") if pause is None else pause
+        self.phase, self.count = self._parse(CRASH_ENV, spec)
+        self.pause_phase, self.pause_count = self._parse(PAUSE_ENV, pause)
+
+    @staticmethod
+    def _parse(env, spec):
+        if not spec:
+            return None, 0
+        phase, dummy, count = spec.partition(":")
+        if phase not in PHASES:
+            raise JournalError("%s names unknown phase %r" % (env, phase))
+        return phase, int(count or 0)
 
     def __call__(self, phase, done):
         if self.phase == phase and done >= self.count:
             os.kill(os.getpid(), signal.SIGKILL)
+        if self.pause_phase == phase and done >= self.pause_count:
+            marker = os.environ.get(PAUSE_FILE_ENV) or "/run/dflash-transplant-paused"
+            with open(marker, "w") as fh:
+                fh.write("%s:%d %d\n" % (phase, done, os.getpid()))
+            deadline = time.monotonic() + 3600
+            while time.monotonic() < deadline:
+                time.sleep(1)
 
 
 class Journal:
