@@ -7,7 +7,7 @@ FIXTURES := build/fixtures
 PYTEST_ARGS ?=
 
 .PHONY: help setup pins lint fixtures unit integration fixture-tests chain sanity test bench bench-venv clean \
-	lab-up lab-down lab-status lab-test
+	lab-up lab-down lab-status lab-test molecule demo
 
 help:
 	@echo "make setup     toolchain venv (.venv) with uv from requirements/toolchain.txt"
@@ -17,6 +17,8 @@ help:
 	@echo "make lab-up    start the lab: systemd+sshd hosts ct129, ct200 in podman (LAB_TARGETS=N adds ct201…)"
 	@echo "make lab-down  remove the lab (the cached base image stays)"
 	@echo "make lab-test  lab up, the lab's own tests, lab down"
+	@echo "make molecule  the deploy proofs (extensions/molecule) in the lab"
+	@echo "make demo      lab up, deploy ct200, print its /v1/models"
 
 setup:
 	@bash tools/setup.sh
@@ -73,8 +75,25 @@ lab-test: fixtures
 	  { $(LAB) up && $(VENV)/bin/pytest -q tests/lab $(PYTEST_ARGS); } || status=$$?; \
 	  [ $$was_up = 1 ] || $(LAB) down; exit $$status
 
+# The issue-8 proofs: molecule scenarios under extensions/molecule (create and
+# destroy are tools/lab/lab.py up/down). A lab that was already up stays up.
+MOLECULE_SCENARIOS ?= default seed_failures failover check_mode two_instances offline
+molecule: fixtures
+	@was_up=0; $(LAB) status >/dev/null 2>&1 && was_up=1; status=0; \
+	  for s in $(MOLECULE_SCENARIOS); do \
+	    (cd extensions && PATH=$(CURDIR)/$(VENV)/bin:$$PATH molecule test -s $$s --destroy never) || { status=$$?; break; }; \
+	  done; \
+	  [ $$was_up = 1 ] || $(LAB) down; exit $$status
+
+# From a fresh clone: the lab, one deploy of ct200, and the server's answer.
+demo: fixtures
+	@start=$$SECONDS; $(LAB) up; \
+	  t=$$SECONDS; PATH=$(CURDIR)/$(VENV)/bin:$$PATH ansible-playbook playbooks/deploy_dflash.yml -l ct200; \
+	  echo "deploy: $$((SECONDS - t)) s; make demo: $$((SECONDS - start)) s"; \
+	  $(PY) -c 'import urllib.request; print(urllib.request.urlopen("http://10.89.64.200:30001/v1/models", timeout=10).read().decode())'
+
 # Every stage in order, each timed (tools/run_stages.sh prints the table).
-TEST_STAGES := lint fixtures unit integration fixture-tests chain sanity lab-test
+TEST_STAGES := lint fixtures unit integration fixture-tests chain sanity lab-test molecule
 
 test: setup
 	@bash tools/run_stages.sh $(TEST_STAGES)
