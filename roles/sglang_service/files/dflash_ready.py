@@ -23,7 +23,7 @@ def unit_state(unit):
         return {}
     state = {}
     for line in out.splitlines():
-        key, _, value = line.partition("=")
+        key, _sep, value = line.partition("=")
         state[key] = value
     return state
 
