@@ -13,7 +13,8 @@
 #   .gpu-carry/dflash-src.tar      the fixture DFlash sources (the machine's venv has no sglang to capture)
 #
 # Steps (STEPS=stage,deploy,again,start,pinoff by default; `config` only renders the unit, for a
-# rehearsal without a GPU, with START_UNVERIFIED=1 to start an unverified release):
+# rehearsal without a GPU, with START_UNVERIFIED=1 to start an unverified release; NGPU=2 deploys two
+# instances, on GPU 0 and GPU 1, and `third` then asks preflight about a third on the held GPU 0):
 #   stage   playbooks/stage_artifacts.yml, local connection, reference venv $VENV: the CUDA bundle
 #   deploy  playbooks/deploy_dflash.yml into a fresh release (preflight, build, overlays, kernel pin,
 #           verification) -- systemd-only tasks skipped by tag (switch, readiness, absent)
@@ -33,7 +34,10 @@ STEPS=${STEPS:-stage,deploy,again,start,pinoff}
 WHEELHOUSE=${WHEELHOUSE:-$CARRY/deploy-wheelhouse}
 ROOT=${ROOT:-}            # prefix of every host path (a rehearsal without a GPU uses a scratch root)
 EXTRA_SKIP=${EXTRA_SKIP:-}  # more tags to skip (a rehearsal without a GPU skips preflight,sglang_service)
-INSTANCE=qwen3-8b
+NGPU=${NGPU:-1}             # 2: two instances on GPU 0 and GPU 1 (issue step 4, nvidia-h200-x2)
+INSTANCES="qwen3-8b"
+[ "$NGPU" -ge 2 ] && INSTANCES="qwen3-8b qwen3-8b-b"
+INSTANCE=qwen3-8b           # the first one: pin-off and kernel checks use it
 SKIP_SYSTEMD=sglang_service_switch,sglang_service_readiness,sglang_service_absent${EXTRA_SKIP:+,$EXTRA_SKIP}
 RES=$WORK/results         # everything; packed into $OUT/deploy-results.tar.gz at the end
 rm -rf "$RES" && mkdir -p "$OUT" "$RES"
@@ -145,14 +149,29 @@ cat > "$WORK/vars.json" <<EOF
   "sglang_service_preflight_min_free_gb": 5,
   "sglang_service_verify_import_timeout": 180,
   "sglang_service_lock_wait": 60,
-  "sglang_service_instances": [{
-    "name": "$INSTANCE", "gpus": [0], "port": 30001,
-    "model_path": "$ROOT/srv/models/Qwen3-8B", "draft_model_path": "$ROOT/srv/models/Qwen3-8B-DFlash-b16",
-    "served_model_name": "qwen3-8b-dflash", "extra_args": ["--disable-cuda-graph"],
-    "environment": {"PYTHONPATH": "$HOOK", "DFLASH_GPU_CHECK_OUT": "$STATE/$INSTANCE/gpu-check.json"}
-  }]
+  "sglang_service_instances": []
 }
 EOF
+instance_json() {  # instance_json NAME GPU PORT
+  cat <<EOF
+{"name": "$1", "gpus": [$2], "port": $3,
+ "model_path": "$ROOT/srv/models/Qwen3-8B", "draft_model_path": "$ROOT/srv/models/Qwen3-8B-DFlash-b16",
+ "served_model_name": "$1-dflash", "extra_args": ["--disable-cuda-graph"],
+ "environment": {"PYTHONPATH": "$HOOK", "DFLASH_GPU_CHECK_OUT": "$STATE/$1/gpu-check.json"}}
+EOF
+}
+set_instances() {  # set_instances VARS.json INSTANCE_JSON...: the instance list of a vars file
+  local f=$1; shift
+  python3 - "$f" "$@" <<'EOF'
+import json, sys
+v = json.load(open(sys.argv[1]))
+v["sglang_service_instances"] = [json.loads(a) for a in sys.argv[2:]]
+json.dump(v, open(sys.argv[1], "w"), indent=1)
+EOF
+}
+ARGS=(); i=0
+for inst in $INSTANCES; do ARGS+=("$(instance_json "$inst" "$i" $((30001 + i)))"); i=$((i + 1)); done
+set_instances "$WORK/vars.json" "${ARGS[@]}"
 
 # sglang_service's instances.yml (the instance list with its defaults) carries the switch and readiness
 # tags too, so --skip-tags of those skips it and verify/config find no _sglang_service_present: give the
@@ -171,7 +190,6 @@ json.dump(v, open(path, "w"), indent=1)
 EOF
 }
 emulate_instances "$WORK/vars.json"
-
 play() {  # play NAME VARS PLAYBOOK ARGS...: log to $RES/NAME.log, one JSON line per task to $RES/NAME.jsonl
   local name=$1 vars=$2 book=$3; shift 3
   local s; s=$(date +%s%N)
@@ -207,16 +225,41 @@ log "verified release: ${RELEASE:-none}"
 if [ -z "$RELEASE" ] && [ -n "${START_UNVERIFIED:-}" ]; then  # rehearsal: start the newest release anyway
   RELEASE=$(basename "$(ls -td "$BASE"/releases/*/ | head -1)")
 fi
+SERVERS=()
+stop_servers() {  # KillMode=mixed for each started instance: SIGTERM, then SIGKILL to its process group
+  for pid in "${SERVERS[@]}"; do kill -TERM "$pid" 2>/dev/null; done
+  sleep 3
+  for pid in "${SERVERS[@]}"; do kill -KILL -- "-$pid" 2>/dev/null; done
+  SERVERS=()
+}
+KEEP=; has third && KEEP=--keep-running  # the servers must hold their GPUs while preflight looks
 if has start && [ -n "$RELEASE" ]; then
-  # what switch.yml does (its systemd calls are what is missing here): current -> the verified release
-  ln -sfn "$BASE/releases/$RELEASE" "$BASE/instances/$INSTANCE/current"
-  rm -f "$STATE/$INSTANCE/gpu-check.json"
-  log "start: ExecStart of sglang-dflash@$INSTANCE.service as its unit would run it"
-  python3 "$REPO/tests/gpu/unit_exec.py" --unit /etc/systemd/system/sglang-dflash@.service --instance "$INSTANCE" \
-    --log "$RES/server.log" --out "$RES/start.json" --timeout 240 \
-    --extra-file "$STATE/$INSTANCE/gpu-check.json" | tee -a "$RES/steps.log"
-  log "start: rc=$?"
+  for inst in $INSTANCES; do
+    # what switch.yml does (its systemd calls are what is missing here): current -> the verified release
+    ln -sfn "$BASE/releases/$RELEASE" "$BASE/instances/$inst/current"
+    rm -f "$STATE/$inst/gpu-check.json"
+    sfx=; [ "$inst" != "$INSTANCE" ] && sfx="-$inst"
+    log "start: ExecStart of sglang-dflash@$inst.service as its unit would run it"
+    python3 "$REPO/tests/gpu/unit_exec.py" --unit /etc/systemd/system/sglang-dflash@.service --instance "$inst" \
+      --log "$RES/server$sfx.log" --out "$RES/start$sfx.json" --timeout 240 $KEEP \
+      --extra-file "$STATE/$inst/gpu-check.json" | tee -a "$RES/steps.log"
+    log "start $inst: rc=${PIPESTATUS[0]}"
+    pid=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get("pid", ""))' "$RES/start$sfx.json" 2>/dev/null)
+    [ -n "$pid" ] && SERVERS+=("$pid")
+  done
+  nvidia-smi --query-compute-apps=pid,process_name,used_memory,gpu_uuid --format=csv 2>&1 | tee -a "$RES/steps.log"
 fi
+if has third; then
+  # a third instance assigned to a GPU that a running process (the first instance's server) holds:
+  # preflight must refuse it with one line
+  cp "$WORK/vars.json" "$WORK/vars-third.json"
+  set_instances "$WORK/vars-third.json" "$(instance_json qwen3-8b-c 0 30003)"
+  emulate_instances "$WORK/vars-third.json"
+  log "third instance on GPU 0 (held by the running qwen3-8b): preflight"
+  play third "$WORK/vars-third.json" deploy_dflash.yml --tags preflight
+  log "third: rc=$? (expected: not 0, refused by preflight)"
+fi
+stop_servers
 if has pinoff; then
   log "pin off: kernel_pin_enabled=false, attention backend flashmla (declares flashmla_ops as used)"
   python3 - "$WORK/vars.json" <<'EOF'

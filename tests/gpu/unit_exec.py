@@ -24,7 +24,8 @@ Then, if the environment names a port (``--wait-port-env``), it polls
 ``/health_generate`` and ``/v1/models`` on 127.0.0.1 until both answer 200 or
 the timeout passes, records both answers, and stops the process as
 ``KillMode=mixed`` would (SIGTERM to the main process, SIGKILL to the rest
-after ``--stop-timeout``). RESULT.json holds everything.
+after ``--stop-timeout``), unless ``--keep-running`` leaves a healthy server
+running (its pid is its process group). RESULT.json holds everything.
 """
 from __future__ import annotations
 
@@ -131,6 +132,8 @@ def main() -> int:
     ap.add_argument("--wait-port-env", default="SGLANG_PORT")
     ap.add_argument("--timeout", type=float, default=180)
     ap.add_argument("--stop-timeout", type=float, default=20)
+    ap.add_argument("--keep-running", action="store_true",
+                    help="leave the server running once it answers (the caller stops its process group, pid)")
     ap.add_argument("--extra-file", action="append", default=[],
                     help="a file the process writes (e.g. the kernel hook's JSON), read into the result")
     opts = ap.parse_args()
@@ -221,27 +224,32 @@ def main() -> int:
         except (OSError, ValueError) as exc:
             res.setdefault("extra", {})[extra] = {"error": str(exc)}
     # KillMode=mixed: SIGTERM to the main process, SIGKILL to what is left of the group
-    if proc.poll() is None:
+    running = proc.poll() is None
+    if running and opts.keep_running and answers.get("health_generate", {}).get("status") == 200:
+        res["left_running"] = True
+    elif running:
         proc.send_signal(signal.SIGTERM)
         try:
             proc.wait(opts.stop_timeout)
         except subprocess.TimeoutExpired:
             pass
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    proc.wait()
+    if not res.get("left_running"):
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait()
     res["returncode"] = proc.returncode
     res["ran_s"] = round(time.monotonic() - start, 2)
     logf.close()
+    time.sleep(0.2)
     res["log_tail"] = opts.log.read_text(errors="replace")[-4000:]
     ok = bool(answers.get("health_generate", {}).get("status") == 200
               and answers.get("v1_models", {}).get("status") == 200)
     res["ok"] = ok
     opts.out.write_text(json.dumps(res, indent=1))
-    print(json.dumps({k: res[k] for k in ("ok", "user", "working_directory", "argv", "answers", "returncode")},
-                     indent=1))
+    print(json.dumps({k: res.get(k) for k in ("ok", "user", "working_directory", "argv", "answers", "returncode",
+                                              "left_running")}, indent=1))
     return 0 if ok else 1
 
 
