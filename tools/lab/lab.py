@@ -98,6 +98,12 @@ class Host:
     def container(self) -> str:
         return PREFIX + self.name
 
+    @property
+    def mac(self) -> str:
+        """Fixed per address, so a recreated or restarted host is reachable at once (no stale ARP entry
+        on the controller pointing at the old container's address)."""
+        return "02:dc:" + ":".join(f"{int(o):02x}" for o in self.address.split("."))
+
 
 def hosts(targets: int = 0, offline: int = 0) -> list[Host]:
     """ct129 (reference), ct200 (target), `targets` more fresh targets ct201…, and `offline`
@@ -372,17 +378,30 @@ def start_host(host: Host, image: str) -> bool:
     if state != "absent":
         podman("start", host.container)
         wait_systemd(host)
+        wait_ssh(host)
         return False
     devices = ["--device", "/dev/null:/dev/nvidiactl"]
     for i in range(host.gpus):
         devices += ["--device", f"/dev/null:/dev/nvidia{i}"]
     podman("run", "-d", "--name", host.container, "--hostname", host.name,
-           "--network", f"{host.network}:ip={host.address}", "--systemd=always",
+           "--network", f"{host.network}:ip={host.address},mac={host.mac}", "--systemd=always",
            "--label", f"{LABEL}=host", "--label", f"{LABEL}.name={host.name}",
            "--label", f"{LABEL}.checkout={REPO}",
            *devices, image, "/lib/systemd/systemd")
     wait_systemd(host)
     return True
+
+
+def wait_ssh(host: Host, timeout: float = 60) -> None:
+    """Until sshd answers on the host's address from here (the controller's side of the bridge)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection((host.address, 22), timeout=1):
+                return
+        except OSError:
+            time.sleep(0.3)
+    raise LabError(f"{host.name}: sshd does not answer on {host.address}:22")
 
 
 def container_checkout(host: Host) -> str:
@@ -437,6 +456,7 @@ systemd-tmpfiles --create /etc/tmpfiles.d/dflash-fixture.conf
         install_stopgap(host)
     if host.reference:
         seed_reference(host, index_url)
+    wait_ssh(host)
     hexec(host, f"echo {image_tag()} > {PROVISIONED}")
     log(f"{host.name}: provisioned in {time.monotonic() - t0:.1f}s")
 
@@ -684,6 +704,7 @@ def cmd_power(args) -> int:
     else:
         podman("start", h.container)
         wait_systemd(h)
+        wait_ssh(h)
     log(f"{h.name}: {args.cmd}")
     return 0
 
