@@ -17,7 +17,10 @@ from __future__ import absolute_import, annotations, division, print_function
 __metaclass__ = type
 
 import os
+import platform
 import re
+import struct
+import sys
 import time
 
 from ansible_collections.dflash.deploy.plugins.module_utils import findings as F
@@ -67,6 +70,9 @@ def _short(path, site):
     return path if rel.startswith("..") else rel
 
 
+_PACKAGE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
+
+
 class Context:
     def __init__(self, site, resolver, torch, gpu_ccs, features, python=None):
         self.site = site
@@ -93,6 +99,19 @@ class Context:
                         if found:
                             self._interp.append(found)
         return self._interp
+
+    def host_identity(self):
+        """(class bits, byte order, machine) the venv's interpreter has (the loader's reference)."""
+        if getattr(self, "_identity", None) is None:
+            identity = None
+            if self.python and os.path.exists(self.python):
+                summary, _err = self.resolver.summary(os.path.realpath(self.python))
+                identity = (summary or {}).get("identity")
+            if identity is None:
+                machine = {"amd64": "x86_64", "arm64": "aarch64"}.get(platform.machine().lower(), platform.machine())
+                identity = (struct.calcsize("P") * 8, sys.byteorder, machine)
+            self._identity = tuple(identity)
+        return self._identity
 
     def open(self, path):
         h = self.handles.get(path)
@@ -183,6 +202,15 @@ def analyze_file(ctx, path, package, findings):
         return info
     info.update({"soname": summary["soname"], "rpath": summary["rpath"], "runpath": summary["runpath"],
                  "machine": summary["machine"]})
+    host = ctx.host_identity()
+    if tuple(summary["identity"]) != host:
+        add("wrong_architecture", "%s is ELF %d-bit %s-endian %s, but this venv's Python is %d-bit %s-endian %s"
+            % ((short,) + tuple(summary["identity"]) + host),
+            fix="install the distribution's build for %s (%d-bit)" % (host[2], host[0]))
+        return info
+    if not summary.get("has_sections", True):
+        add("symbols_unchecked", "%s has no section headers (the loader needs none): its symbols and versions "
+            "were not checked" % short, severity=F.INFO)
 
     # 1. dependencies, as ld.so after import torch
     closure = ctx.resolver.closure(path)
@@ -253,13 +281,22 @@ def analyze_file(ctx, path, package, findings):
     remaining = set(undefined)
     if not ctx.interpreter_objects():
         remaining = set(n for n in remaining if not n.startswith(("Py", "_Py")))
+    blind = []  # objects in the scope whose exports cannot be read without section headers
     for p in scope:
         if not remaining:
             break
         try:
-            remaining -= ctx.open(p).lookup_defined(remaining)
+            handle = ctx.open(p)
+            if not handle.has_sections:
+                blind.append(p)
+                continue
+            remaining -= handle.lookup_defined(remaining)
         except ElfError:
             continue
+    if remaining and blind:
+        add("symbols_unchecked", "%s: %d undefined symbol(s) not found elsewhere may come from %s, which has no "
+            "section headers" % (short, len(remaining), _short(blind[0], site)), severity=F.INFO)
+        remaining = set()
     torch_missing = sorted(n for n in remaining if TORCH_SYMBOL.match(n))
     other_missing = sorted(n for n in remaining if not TORCH_SYMBOL.match(n))
     info["torch_symbols_missing"] = len(torch_missing) if torch else None
@@ -374,6 +411,11 @@ def check(venv, packages=("sgl_kernel",), gpu_ccs=None, environment=None, system
     owners_map = None
     try:
         for name in packages:
+            if not _PACKAGE_NAME.match(name) or ".." in name:
+                findings.append(F.make("package_not_found", name, "%r is not an import or distribution name (packages "
+                                       "are names inside the venv, not paths)" % name,
+                                       fix="name the package, e.g. sgl_kernel"))
+                continue
             found = find_package_files(site, dists, name)
             if found is None:
                 findings.append(F.make("package_not_found", name, "%s is not installed in %s" % (name, venv),

@@ -31,8 +31,12 @@ SHT_GNU_HASH = 0x6FFFFFF6
 SHT_GNU_VERDEF = 0x6FFFFFFD
 SHT_GNU_VERNEED = 0x6FFFFFFE
 
+PT_LOAD = 1
+PT_DYNAMIC = 2
 DT_NULL = 0
 DT_NEEDED = 1
+DT_STRTAB = 5
+DT_STRSZ = 10
 DT_SONAME = 14
 DT_RPATH = 15
 DT_RUNPATH = 29
@@ -178,8 +182,12 @@ class ElfFile:
             self._dyn = struct.Struct(e + "iI")
         self.sections = []
         self.by_name = {}
-        if self.e_shoff == 0:
-            raise self._corrupt("no section headers (stripped with sstrip or not a linked object)")
+        self.elf_type = {1: "rel", 2: "exec", 3: "dyn", 4: "core"}.get(self.e_type, str(self.e_type))
+        self.has_sections = self.e_shoff != 0
+        if not self.has_sections:
+            # the loader needs no section headers (sstrip removes them): read the program headers instead
+            self._parse_segments()
+            return
         if self.e_shentsize < self._shdr.size:
             raise self._corrupt("section header size %d too small" % self.e_shentsize)
         if e_shnum == 0 or e_shstrndx == 0xFFFF:
@@ -210,6 +218,78 @@ class ElfFile:
                 raise self._corrupt("truncated: section %s ends at %d, file has %d bytes"
                                     % (name or "#%d" % len(self.sections), offset + size, self.size))
         self.elf_type = {1: "rel", 2: "exec", 3: "dyn", 4: "core"}.get(self.e_type, str(self.e_type))
+
+    def _parse_segments(self):
+        """PT_LOAD and PT_DYNAMIC from the program headers (what the loader itself reads)."""
+        if self.is64:
+            phdr = struct.Struct(self.endian + "IIQQQQQQ")
+        else:
+            phdr = struct.Struct(self.endian + "IIIIIIII")
+        if self.e_phoff == 0 or self.e_phnum == 0:
+            raise self._corrupt("neither section nor program headers")
+        if self.e_phentsize < phdr.size or self.e_phoff + self.e_phnum * self.e_phentsize > self.size:
+            raise self._corrupt("truncated or malformed program headers")
+        self.loads = []
+        self.dynamic_segment = None
+        for i in range(self.e_phnum):
+            raw = phdr.unpack_from(self._mm, self.e_phoff + i * self.e_phentsize)
+            if self.is64:
+                ptype, _flags, offset, vaddr, _paddr, filesz, _memsz, _align = raw
+            else:
+                ptype, offset, vaddr, _paddr, filesz, _memsz, _flags, _align = raw
+            if ptype == PT_LOAD:
+                self.loads.append((vaddr, offset, filesz))
+            elif ptype == PT_DYNAMIC:
+                self.dynamic_segment = (offset, filesz)
+
+    def _vaddr_to_offset(self, vaddr):
+        for start, offset, filesz in self.loads:
+            if start <= vaddr < start + filesz:
+                return offset + (vaddr - start)
+        raise self._corrupt("address 0x%x lies in no loaded segment" % vaddr)
+
+    def _dynamic_from_segments(self, out):
+        if self.dynamic_segment is None:
+            return out
+        offset, size = self.dynamic_segment
+        if offset + size > self.size:
+            raise self._corrupt("truncated: the dynamic segment lies past the end of the file")
+        step = self._dyn.size
+        entries = []
+        strtab = strsz = None
+        for pos in range(offset, offset + size - step + 1, step):
+            tag, val = self._dyn.unpack_from(self._mm, pos)
+            if tag == DT_NULL:
+                break
+            if tag == DT_STRTAB:
+                strtab = val
+            elif tag == DT_STRSZ:
+                strsz = val
+            elif tag in (DT_NEEDED, DT_SONAME, DT_RPATH, DT_RUNPATH):
+                entries.append((tag, val))
+        if entries and (strtab is None or strsz is None):
+            raise self._corrupt("dynamic segment without a string table")
+        if entries:
+            s_off = self._vaddr_to_offset(strtab)
+            s_end = min(s_off + strsz, self.size)
+            for tag, val in entries:
+                if s_off + val >= s_end:
+                    raise self._corrupt("dynamic entry points past the string table")
+                text = self._cstr(s_off + val, s_end)
+                if tag == DT_NEEDED:
+                    out["needed"].append(text)
+                elif tag == DT_SONAME:
+                    out["soname"] = text
+                elif tag == DT_RPATH:
+                    out["rpath"] = text
+                else:
+                    out["runpath"] = text
+        return out
+
+    @property
+    def identity(self):
+        """(class bits, byte order, machine): what the loader compares before it maps a file."""
+        return (64 if self.is64 else 32, "little" if self.endian == "<" else "big", self.machine)
 
     def _read_shdr(self, i):
         # same field order in both classes: name type flags addr offset size link info align entsize
@@ -249,6 +329,9 @@ class ElfFile:
         if self._dynamic is not None:
             return self._dynamic
         out = {"needed": [], "rpath": None, "runpath": None, "soname": None}
+        if not self.has_sections:
+            self._dynamic = self._dynamic_from_segments(out)
+            return self._dynamic
         dyn = self.first_of_type(SHT_DYNAMIC)
         if dyn is None:
             self._dynamic = out
@@ -510,6 +593,8 @@ def read_summary(path):
                 "path": path,
                 "machine": elf.machine,
                 "class": 64 if elf.is64 else 32,
+                "identity": elf.identity,
+                "has_sections": elf.has_sections,
                 "soname": dyn["soname"],
                 "needed": list(dyn["needed"]),
                 "rpath": dyn["rpath"],

@@ -21,6 +21,7 @@ INFO = "info"
 KINDS = (
     "venv_invalid",            # venv missing or not a venv
     "package_not_found",       # nothing installed under that import or distribution name
+    "wrong_architecture",      # ELF class, byte order or machine not this host's: the loader refuses it
     "torch_missing",           # an extension needs libtorch but the venv has no torch
     "cuda_major_mismatch",     # extension built for CUDA N, torch for CUDA M
     "driver_missing",          # libcuda.so.1 (the NVIDIA driver) not found
@@ -37,6 +38,7 @@ KINDS = (
     "record_missing_file",     # RECORD lists a file that is not there
     "owner_conflict",          # the import name is claimed by more than one distribution
     "arch_check_skipped",      # no GPU compute capability known
+    "symbols_unchecked",       # an object without section headers: its symbols were not checked
 )
 
 SEVERITY_ORDER = {ERROR: 0, WARNING: 1, INFO: 2}

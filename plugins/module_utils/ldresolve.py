@@ -53,8 +53,9 @@ class Resolver:
     ``loaded``: name -> path of objects already in the process (torch's).
     """
 
-    def __init__(self, system, ld_library_path=None):
+    def __init__(self, system, ld_library_path=None, cwd="/"):
         self.system = system
+        self.cwd = cwd
         self.ld_library_path = list(ld_library_path or [])
         self.loaded = {}
         self.loaded_paths = []
@@ -74,15 +75,20 @@ class Resolver:
     # -- search ------------------------------------------------------------
     def search(self, name, requester, chain=(), extra_loaded=None):
         """(path, via) for a DT_NEEDED ``name`` of ``requester`` (a summary dict); (None, searched) if absent."""
+        machine = requester.get("machine", "x86_64")
         if "/" in name:
-            path = name if os.path.isabs(name) else os.path.join(os.path.dirname(requester["path"]), name)
+            # the loader's rule: a name with a slash is a path, after $ORIGIN-style expansion, and a relative
+            # one is taken from the process's working directory (systemd's default is /), not the requester's
+            path = expand_tokens(name, os.path.dirname(requester["path"]), machine) if "$" in name else name
+            if not os.path.isabs(path):
+                path = os.path.normpath(os.path.join(self.cwd, path))
             return (path, "path") if os.path.exists(path) else (None, [path])
         if extra_loaded and name in extra_loaded:
             return extra_loaded[name], "loaded"
         if name in self.loaded:
             return self.loaded[name], "loaded by torch"
         searched = []
-        machine = requester.get("machine", "x86_64")
+        want = requester.get("identity")
 
         def try_dirs(dirs, origin, via):
             for d in dirs:
@@ -90,6 +96,11 @@ class Resolver:
                 searched.append(d)
                 cand = os.path.join(d, name)
                 if os.path.exists(cand):
+                    summary, _err = self.summary(cand)
+                    if want and summary is not None and summary.get("identity") not in (None, want):
+                        # the loader skips an object of another class, byte order or machine and searches on
+                        searched.append("%s (skipped: ELF %d-bit %s-endian %s)" % ((cand,) + summary["identity"]))
+                        continue
                     return cand, via
             return None
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -137,3 +138,129 @@ def test_13_out_of_space_message_without_a_file_name():
                    "nothing was changed")
     msg = _os_message(OSError(errno.ENOSPC, "No space left on device", "/opt/venv/x"), "/opt/venv")
     assert "(/opt/venv/x)" in msg and "None" not in msg
+
+
+# -- 12. the loader's rules: ELF identity, names with a slash, no section headers, package names ------------------
+
+def _elf_header_only(path: Path, bits: int, endian: str, machine: int = 62):
+    """A minimal ET_DYN ELF (null section + .shstrtab) of the given class and byte order."""
+    import struct
+    e = "<" if endian == "little" else ">"
+    strtab = b"\0.shstrtab\0"
+    ehsize, shentsize = (64, 64) if bits == 64 else (52, 40)
+    shoff = ehsize + len(strtab)
+    ident = b"\x7fELF" + bytes([2 if bits == 64 else 1, 1 if endian == "little" else 2, 1]) + b"\0" * 9
+    if bits == 64:
+        hdr = struct.pack(e + "HHIQQQIHHHHHH", 3, machine, 1, 0, 0, shoff, 0, ehsize, 0, 0, shentsize, 2, 1)
+        null = b"\0" * shentsize
+        sec = struct.pack(e + "IIQQQQIIQQ", 1, 3, 0, 0, ehsize, len(strtab), 0, 0, 1, 0)
+    else:
+        hdr = struct.pack(e + "HHIIIIIHHHHHH", 3, machine, 1, 0, 0, shoff, 0, ehsize, 0, 0, shentsize, 2, 1)
+        null = b"\0" * shentsize
+        sec = struct.pack(e + "IIIIIIIIII", 1, 3, 0, 0, ehsize, len(strtab), 0, 0, 1, 0)
+    path.write_bytes(ident + hdr + strtab + null + sec)
+    return path
+
+
+def _patch_machine(path: Path, machine: int):
+    data = bytearray(path.read_bytes())
+    data[18:20] = machine.to_bytes(2, "little")
+    path.write_bytes(bytes(data))
+
+
+def _loader_loads(path: Path, cwd=None) -> tuple[bool, str]:
+    import subprocess
+    code = ("import ctypes, sys\ntry:\n    ctypes.CDLL(sys.argv[1])\n    print('loaded')\n"
+            "except OSError as e:\n    print(e)\n")
+    out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, cwd=cwd,
+                         check=True).stdout.strip()
+    return out == "loaded", out
+
+
+def _pkg_venv(tmp_path, files):
+    venv, site = _venv(tmp_path)
+    _dist(site, "pkg", "1.0", files=["pkg/__init__.py"] + ["pkg/" + f for f in files])
+    (site / "pkg").mkdir()
+    (site / "pkg" / "__init__.py").write_text("")
+    return venv, site
+
+
+@pytest.mark.parametrize("kind", ["elf32", "big-endian", "aarch64"])
+def test_12_elf_of_another_class_byte_order_or_machine(tmp_path, kind):
+    venv, site = _pkg_venv(tmp_path, ["ext.so"])
+    lib = site / "pkg" / "ext.so"
+    if kind == "elf32":
+        _elf_header_only(lib, 32, "little", machine=3)
+    elif kind == "big-endian":
+        _elf_header_only(lib, 64, "big")
+    else:
+        N.build_lib(lib, "int f(void){return 0;}")
+        _patch_machine(lib, 183)
+    ok, why = _loader_loads(lib)
+    assert not ok, why  # the real loader refuses it ...
+    result = abi.check(str(venv), packages=["pkg"], gpu_ccs=[(9, 0)])
+    assert result["compatible"] is False  # ... and so does abi_check, by name
+    assert result["findings"][0]["kind"] == "wrong_architecture", result["findings"]
+    assert "this venv's Python is 64-bit little-endian x86_64" in result["findings"][0]["detail"]
+
+
+def test_12_loader_skips_a_dependency_of_another_machine(tmp_path):
+    venv, site = _pkg_venv(tmp_path, ["ext.so"])
+    bad_dir, good_dir = tmp_path / "bad", tmp_path / "good"
+    dep = N.build_lib(good_dir / "libdep.so", "int dep(void){return 1;}", soname="libdep.so")
+    bad_dir.mkdir()
+    shutil.copy(dep, bad_dir / "libdep.so")
+    _patch_machine(bad_dir / "libdep.so", 183)
+    lib = N.build_lib(site / "pkg" / "ext.so", "int dep(void); int f(void){return dep();}", libs=[dep],
+                      rpath="%s:%s" % (bad_dir, good_dir))
+    ok, why = _loader_loads(lib)
+    assert ok, why  # ld.so passes over bad/libdep.so and takes good/libdep.so
+    result = abi.check(str(venv), packages=["pkg"], gpu_ccs=[(9, 0)])
+    needed = result["files"][0]["needed"]
+    assert [(d["name"], d["path"]) for d in needed if d["name"] == "libdep.so"] == [
+        ("libdep.so", str(good_dir / "libdep.so"))]
+    assert not [f for f in result["findings"] if f["severity"] == "error"], result["findings"]
+
+
+def test_12_needed_name_with_a_slash_is_relative_to_the_working_directory(tmp_path):
+    from ansible_collections.dflash.deploy.plugins.module_utils.ldcache import SystemLibraries
+    from ansible_collections.dflash.deploy.plugins.module_utils.ldresolve import Resolver
+    work = tmp_path / "work"
+    dep = N.build_lib(work / "sub" / "libdep.so", "int dep(void){return 1;}")  # no SONAME: NEEDED is the path
+    lib = tmp_path / "elsewhere" / "ext.so"
+    lib.parent.mkdir()
+    N.run(["gcc", "-shared", "-fPIC", "-o", str(lib), "-x", "c", "-", "-x", "none", "sub/libdep.so"], cwd=work,
+          input="int dep(void); int f(void){return dep();}\n")
+    from ansible_collections.dflash.deploy.plugins.module_utils.elf import read_summary
+    summary = read_summary(str(lib))
+    assert summary["needed"][0] == "sub/libdep.so"
+    assert _loader_loads(lib, cwd=work)[0] and not _loader_loads(lib, cwd=tmp_path)[0]
+    for cwd, expect in ((str(work), str(dep)), (str(tmp_path), None)):
+        found, _via = Resolver(SystemLibraries("/"), cwd=cwd).search("sub/libdep.so", summary)
+        assert found == expect
+
+
+def test_12_library_without_section_headers_loads_and_is_checked(tmp_path):
+    venv, site = _pkg_venv(tmp_path, ["ext.so"])
+    dep = N.build_lib(tmp_path / "build" / "libdep.so", "int dep(void){return 1;}", soname="libdep.so")
+    lib = N.build_lib(site / "pkg" / "ext.so", "int dep(void); int f(void){return dep();}", libs=[dep],
+                      rpath=str(dep.parent))
+    data = bytearray(lib.read_bytes())
+    data[0x28:0x30] = b"\0" * 8  # e_shoff
+    data[0x3C:0x40] = b"\0" * 4  # e_shnum, e_shstrndx: what sstrip leaves
+    lib.write_bytes(bytes(data))
+    ok, why = _loader_loads(lib)
+    assert ok, why
+    result = abi.check(str(venv), packages=["pkg"], gpu_ccs=[(9, 0)])
+    assert result["compatible"] is True, result["msg"]
+    assert [d["path"] for d in result["files"][0]["needed"] if d["name"] == "libdep.so"] == [str(dep)]
+    assert "symbols_unchecked" in [f["kind"] for f in result["findings"]]
+
+
+@pytest.mark.parametrize("name", ["../../../../usr/lib/x86_64-linux-gnu", "/usr/lib", "pkg/../..", "a b"])
+def test_12_packages_are_names_not_paths(tmp_path, name):
+    venv, _site = _pkg_venv(tmp_path, [])
+    result = abi.check(str(venv), packages=[name], gpu_ccs=[(9, 0)])
+    assert result["files"] == []
+    assert result["findings"][0]["kind"] == "package_not_found"
+    assert "not an import or distribution name" in result["findings"][0]["detail"]
