@@ -15,6 +15,8 @@ import glob
 import os
 import struct
 
+from ansible_collections.dflash.deploy.plugins.module_utils.fileio import read_regular, read_text
+
 OLD_MAGIC = b"ld.so-1.7.0"
 NEW_MAGIC = b"glibc-ld.so.cache1.1"
 
@@ -89,8 +91,7 @@ def read_ld_so_conf(root="/", path="/etc/ld.so.conf", _depth=0):
     dirs = []
     full = _rooted(root, path)
     try:
-        with open(full, "r", errors="replace") as fh:
-            lines = fh.read().splitlines()
+        lines = read_text(full, 1 << 20).splitlines()
     except OSError:
         return dirs
     for line in lines:
@@ -131,8 +132,7 @@ class SystemLibraries:
             return
         cache_path = _rooted(self.root, "/etc/ld.so.cache")
         try:
-            with open(cache_path, "rb") as fh:
-                data = fh.read()
+            data = read_regular(cache_path, 256 << 20)
             for soname, flags, path in parse_ld_cache(data):
                 self.cache.setdefault(soname, []).append((flags, _rooted(self.root, path)))
             self.source = cache_path

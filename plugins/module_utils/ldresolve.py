@@ -28,6 +28,7 @@ import os
 import re
 
 from ansible_collections.dflash.deploy.plugins.module_utils.elf import ElfError, read_summary
+from ansible_collections.dflash.deploy.plugins.module_utils.fileio import read_text
 
 DRIVER_LIBRARIES = ("libcuda.so.1", "libnvidia-ml.so.1")
 
@@ -196,8 +197,7 @@ def torch_preload_plan(torch_dir):
     """(pairs, always): torch's (folder, pattern) preload list and whether it preloads even when its
     libraries loaded fine (torch >= 2.6 does, once libcudart is in the process)."""
     try:
-        with open(os.path.join(torch_dir, "__init__.py"), "r", errors="replace") as fh:
-            text = fh.read()
+        text = read_text(os.path.join(torch_dir, "__init__.py"), 16 << 20)
     except OSError:
         return list(DEFAULT_TORCH_PRELOADS), False
     pairs = [(a, b) for a, b in _PAIR.findall(text) if "*" in b or "?" in b]

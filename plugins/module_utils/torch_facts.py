@@ -17,6 +17,7 @@ import re
 
 from ansible_collections.dflash.deploy.plugins.module_utils.cuda_compat import cuda_from_local_tag, parse_version_major
 from ansible_collections.dflash.deploy.plugins.module_utils.distributions import local_tag
+from ansible_collections.dflash.deploy.plugins.module_utils.fileio import read_text
 
 _ASSIGN = re.compile(r"^(__version__|cuda|git_version|hip|rocm|xpu|debug)\s*(?::[^=]*)?=\s*(.+?)\s*$")
 
@@ -51,8 +52,7 @@ def torch_facts(site_packages, dists=None):
              "distribution_version": dist["version"] if dist else None}
     vp = {}
     try:
-        with open(os.path.join(torch_dir, "version.py"), "r", errors="replace") as fh:
-            vp = parse_version_py(fh.read())
+        vp = parse_version_py(read_text(os.path.join(torch_dir, "version.py"), 1 << 20))
     except OSError as exc:
         facts["problems"].append("torch/version.py unreadable: %s" % (exc.strerror or exc))
     version = vp.get("__version__") or facts["distribution_version"]

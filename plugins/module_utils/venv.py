@@ -18,6 +18,8 @@ import glob
 import os
 import re
 
+from ansible_collections.dflash.deploy.plugins.module_utils.fileio import read_text
+
 _LIBDIR = re.compile(r"^python(\d+)\.(\d+)(t?)$")
 
 
@@ -35,11 +37,10 @@ def read_pyvenv_cfg(venv):
     """pyvenv.cfg as {lower-cased key: value}, or None when it cannot be read."""
     cfg = {}
     try:
-        with open(os.path.join(venv, "pyvenv.cfg"), "r", encoding="utf-8", errors="replace") as fh:
-            for line in fh:
-                key, sep, value = line.partition("=")
-                if sep:
-                    cfg[key.strip().lower()] = value.strip()
+        for line in read_text(os.path.join(venv, "pyvenv.cfg"), 1 << 20).splitlines():  # a regular file only
+            key, sep, value = line.partition("=")
+            if sep:
+                cfg[key.strip().lower()] = value.strip()
     except (IOError, OSError):
         return None
     return cfg

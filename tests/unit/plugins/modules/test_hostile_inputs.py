@@ -264,3 +264,21 @@ def test_12_packages_are_names_not_paths(tmp_path, name):
     assert result["files"] == []
     assert result["findings"][0]["kind"] == "package_not_found"
     assert "not an import or distribution name" in result["findings"][0]["detail"]
+
+
+def test_10_fifo_pyvenv_cfg_and_torch_files(tmp_path):
+    """The same cause elsewhere: pyvenv.cfg, torch/version.py and torch/__init__.py are read as regular files only."""
+    venv, site = _venv(tmp_path)
+    (venv / "pyvenv.cfg").unlink()
+    os.mkfifo(venv / "pyvenv.cfg")
+    (venv / "bin").mkdir()
+    os.symlink(sys.executable, venv / "bin" / "python")
+    _dist(site, "torch", "2.11.0", files=["torch/__init__.py", "torch/version.py"])
+    (site / "torch").mkdir()
+    os.mkfifo(site / "torch" / "__init__.py")
+    os.mkfifo(site / "torch" / "version.py")
+    res = probe(str(venv))
+    assert res["distributions"]["torch"]["version"] == "2.11.0"
+    assert "torch: torch/version.py unreadable: is a FIFO, not a regular file" in res["problems"]
+    result = abi.check(str(venv), packages=["torch"], gpu_ccs=[(9, 0)])
+    assert result["torch"]["version"] == "2.11.0"
