@@ -684,10 +684,19 @@ def find_host(name: str) -> Host:
     raise LabError(f"no lab host named {name!r}")
 
 
+def close_ssh_masters() -> None:
+    """Close Ansible's OpenSSH ControlPersist masters: one to a host that was killed or recreated
+    would hang the next connection (and keep the old session's environment)."""
+    cp_dir = Path.home() / ".ansible" / "cp"
+    for sock in cp_dir.glob("*") if cp_dir.is_dir() else []:
+        run(["ssh", "-o", f"ControlPath={sock}", "-O", "exit", "lab"], check=False, timeout=10)
+
+
 def cmd_reset(args) -> int:
     """Recreate one host from the image: an empty machine, provisioned as lab-up does."""
     h = find_host(args.host)
     podman("rm", "-f", "-t", "0", h.container, check=False)
+    close_ssh_masters()
     image = ensure_image()
     start_host(h, image)
     provision(h, ensure_key(), ensure_index())
@@ -697,6 +706,7 @@ def cmd_reset(args) -> int:
 
 def cmd_power(args) -> int:
     h = find_host(args.host)
+    close_ssh_masters()
     if args.cmd == "stop":
         podman("stop", "-t", "10", h.container)
     elif args.cmd == "kill":
