@@ -17,8 +17,12 @@ from __future__ import annotations
 
 import re
 
-from packaging.requirements import InvalidRequirement, Requirement
-from packaging.version import InvalidVersion, Version
+try:
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.version import InvalidVersion, Version
+except ImportError:  # ansible-core requires packaging; this only keeps the import itself harmless
+    Requirement = Version = None
+    InvalidRequirement = InvalidVersion = ValueError
 
 _NORM = re.compile(r"[-_.]+")
 
@@ -116,6 +120,8 @@ def import_findings(probe: dict) -> list[str]:
 def release_findings(probe: dict, abi_results: list, superseded: list, requirements: list,
                      cuda_major: int) -> list[str]:
     """Every reason the release is not verified, root causes first; [] when it is verified."""
+    if Requirement is None:
+        raise RuntimeError("the release_findings filter needs the 'packaging' library on the controller")
     if probe.get("failed"):
         return [f"pkg_probe failed: {probe.get('msg')}"]
     return (owner_findings(probe) + requirement_findings(probe, requirements) + torch_findings(probe, cuda_major)

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Check every installed file of a venv against its distribution's RECORD (sha256 and size).
 
     verify_records.py VENV     -> "ok N distributions, M files" (exit 0) or the mismatches (exit 1)
@@ -27,7 +26,7 @@ def main(venv: str) -> int:
     if os.path.exists(manifest):
         with open(manifest, encoding="utf-8") as fh:
             for line in fh:
-                digest, _, rel = line.rstrip("\n").partition("  ")
+                digest, sep, rel = line.rstrip("\n").partition("  ")
                 overlaid[os.path.normpath(os.path.join(site, rel))] = digest
     for path, digest in overlaid.items():
         with open(path, "rb") as f:
@@ -44,7 +43,7 @@ def main(venv: str) -> int:
                 path = os.path.normpath(os.path.join(site, row[0]))
                 if path in overlaid:
                     continue  # checked against the overlay manifest above
-                algo, _, want = row[1].partition("=")
+                algo, sep, want = row[1].partition("=")
                 try:
                     with open(path, "rb") as f:
                         data = f.read()

@@ -37,8 +37,8 @@ GOOD = {
 }
 
 
-def findings(probe, abi=(), requirements=REQUIREMENTS):
-    return verdict.release_findings(probe, list(abi), SUPERSEDED, requirements, 13)
+def findings(probe, abi=None, requirements=None):
+    return verdict.release_findings(probe, list(abi or []), SUPERSEDED, requirements or REQUIREMENTS, 13)
 
 
 def test_the_known_good_stack_is_verified():

@@ -27,7 +27,7 @@ def test_pause_writes_the_marker_and_waits_in_the_named_phase(tmp_path):
     env.update({"_DFLASH_TRANSPLANT_PAUSE_AT": "writing_files:1", "_DFLASH_TRANSPLANT_PAUSE_FILE": str(marker)})
     proc = subprocess.Popen([sys.executable, "-c", CHILD], env=env, stdout=subprocess.PIPE, text=True)
     try:
-        for _ in range(200):
+        for attempt in range(200):  # noqa: B007
             if marker.exists() or proc.poll() is not None:
                 break
             time.sleep(0.05)
