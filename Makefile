@@ -77,7 +77,7 @@ lab-test: fixtures
 
 # The issue-8 proofs: molecule scenarios under extensions/molecule (create and
 # destroy are tools/lab/lab.py up/down). A lab that was already up stays up.
-MOLECULE_SCENARIOS ?= default incident_failures failover check_mode two_instances offline
+MOLECULE_SCENARIOS ?= default incident_failures failover drift check_mode two_instances offline
 molecule: fixtures
 	@was_up=0; $(LAB) status >/dev/null 2>&1 && was_up=1; status=0; \
 	  for s in $(MOLECULE_SCENARIOS); do \
