@@ -72,16 +72,16 @@ lab-status: setup
 # unless it was already up before.
 lab-test: fixtures
 	@was_up=0; $(LAB) status >/dev/null 2>&1 && was_up=1; status=0; \
-	  { $(LAB) up && $(VENV)/bin/pytest -q tests/lab $(PYTEST_ARGS); } || status=$$?; \
+	  { $(LAB) up && tools/lab/exclusive $(VENV)/bin/pytest -q tests/lab $(PYTEST_ARGS); } || status=$$?; \
 	  [ $$was_up = 1 ] || $(LAB) down; exit $$status
 
 # The issue-8 proofs: molecule scenarios under extensions/molecule (create and
 # destroy are tools/lab/lab.py up/down). A lab that was already up stays up.
-MOLECULE_SCENARIOS ?= default incident_failures failover drift check_mode two_instances offline
+MOLECULE_SCENARIOS ?= default incident_failures failover drift check_mode two_instances offline host_failure
 molecule: fixtures
 	@was_up=0; $(LAB) status >/dev/null 2>&1 && was_up=1; status=0; \
 	  for s in $(MOLECULE_SCENARIOS); do \
-	    (cd extensions && PATH=$(CURDIR)/$(VENV)/bin:$$PATH molecule test -s $$s --destroy never) || { status=$$?; break; }; \
+	    (cd extensions && PATH=$(CURDIR)/$(VENV)/bin:$$PATH ../tools/lab/exclusive molecule test -s $$s --destroy never) || { status=$$?; break; }; \
 	  done; \
 	  [ $$was_up = 1 ] || $(LAB) down; exit $$status
 

@@ -515,6 +515,9 @@ def inventory_text(all_hosts: list[Host]) -> str:
         f"    lab_index_url: http://{GATEWAY}:{INDEX_PORT}/simple",
         f"    lab_wheelhouse_url: http://{GATEWAY}:{INDEX_PORT}/wheelhouse/",
         "    lab_wheelhouse_dir: \"{{ inventory_dir }}/../build/fixtures/wheelhouse\"",
+        "    # Controller-side inputs: staged artifacts under <dir>/artifacts, and the uv pushed to hosts.",
+        "    dflash_controller_dir: \"{{ inventory_dir }}/../build\"",
+        "    dflash_uv_path: \"{{ inventory_dir }}/../.tools/uv/bin/uv\"",
         "  children:",
     ]
     offline = [h for h in all_hosts if h.network == OFFLINE_NETWORK]

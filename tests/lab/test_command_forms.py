@@ -1,0 +1,79 @@
+"""The operator's command works as written, in each form an operator may type it.
+
+    ansible-playbook deploy_dflash.yml -l ct200               (checkout root)
+    cd playbooks; ansible-playbook deploy_dflash.yml -l ct200 (no ansible.cfg above: playbooks/ansible.cfg)
+    ansible-playbook dflash.deploy.deploy_dflash -l ct200      (installed collection, no checkout)
+
+The first deploys ct200 (the artifacts are staged from ct129 as needed); the others find it
+deployed and must converge with nothing to change.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import urllib.request
+
+import pytest
+from conftest import REPO, VENV_BIN, ansible_env
+
+
+def playbook(args: list, cwd, env=None, timeout=900) -> dict:
+    env = env or ansible_env()
+    env.pop("ANSIBLE_CONFIG", None)  # each form finds (or does not need) its own config
+    proc = subprocess.run([str(VENV_BIN / "ansible-playbook"), *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+    try:
+        out = json.loads(proc.stdout)
+    except json.JSONDecodeError:
+        raise AssertionError(f"rc {proc.returncode}\n{proc.stdout[-4000:]}\n{proc.stderr[-2000:]}") from None
+    assert proc.returncode == 0, json.dumps(out.get("stats"), indent=1) + proc.stderr[-2000:]
+    return out
+
+
+def models_answer(address: str, port: int) -> list:
+    with urllib.request.urlopen(f"http://{address}:{port}/v1/models", timeout=10) as resp:
+        return [m["id"] for m in json.load(resp)["data"]]
+
+
+@pytest.fixture(scope="module")
+def deployed():
+    out = playbook(["deploy_dflash.yml", "-l", "ct200"], cwd=REPO)
+    assert out["stats"]["ct200"]["failures"] == 0
+    assert models_answer("10.89.64.200", 30001) == ["qwen3-8b-dflash"]
+    return out
+
+
+def test_from_the_checkout_root(deployed):
+    assert "ct200" in deployed["stats"]
+
+
+def test_from_playbooks_dir(deployed):
+    out = playbook(["deploy_dflash.yml", "-l", "ct200"], cwd=REPO / "playbooks")
+    assert out["stats"]["ct200"]["changed"] == 0, out["stats"]
+
+
+def test_from_an_installed_collection(deployed, tmp_path):
+    # An operator's controller: no checkout config, the collection installed from its tarball.
+    env = ansible_env()
+    env.pop("ANSIBLE_CONFIG")
+    colls = tmp_path / "collections"
+    env["ANSIBLE_COLLECTIONS_PATH"] = str(colls)
+    galaxy = [str(VENV_BIN / "ansible-galaxy"), "collection"]
+    build = subprocess.run(galaxy + ["build", "--output-path", str(tmp_path), str(REPO)],
+                           capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert build.returncode == 0, build.stderr
+    tarball = next(tmp_path.glob("dflash-deploy-*.tar.gz"))
+    inst = subprocess.run(galaxy + ["install", "--offline", "-p", str(colls), str(tarball)],
+                          capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert inst.returncode == 0, inst.stderr
+    installed = colls / "ansible_collections" / "dflash" / "deploy"
+    assert (installed / "playbooks" / "deploy_dflash.yml").is_file(), inst.stdout + inst.stderr
+    assert not (installed / "tests" / "lab").exists()  # the lab's tests are not shipped
+    work = tmp_path / "operator"
+    work.mkdir()
+    # The inventory names the controller-side inputs (dflash_controller_dir, dflash_uv_path).
+    out = playbook(["dflash.deploy.deploy_dflash", "-l", "ct200", "-i", str(REPO / "inventory" / "lab.yml")],
+                   cwd=work, env=env)
+    assert out["stats"]["ct200"]["changed"] == 0, out["stats"]
+    assert os.listdir(work) == []
