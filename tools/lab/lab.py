@@ -313,10 +313,11 @@ def ensure_index() -> str:
         raise LabError(f"{FIXTURES}/simple is missing: run `make fixtures` first")
     if index_running():
         return url
+    stop_foreign_index()
     try:
         with socket.create_connection((GATEWAY, INDEX_PORT), timeout=2):
-            raise LabError(f"{GATEWAY}:{INDEX_PORT} is already served by a process this checkout did not start "
-                           "(another checkout's lab?): run its lab-down, or stop that process")
+            raise LabError(f"{GATEWAY}:{INDEX_PORT} is already served by a process that is not a lab index: "
+                           "stop it and run lab-up again")
     except OSError:
         pass
     STATE.mkdir(parents=True, exist_ok=True)
@@ -332,6 +333,28 @@ def ensure_index() -> str:
             return url
         time.sleep(0.1)
     raise LabError(f"the package index did not start on {GATEWAY}:{INDEX_PORT} (see {STATE}/index.log)")
+
+
+def stop_foreign_index() -> None:
+    """Another checkout's lab index on our address and port (its lab is being replaced by this one,
+    as its hosts are): stop it. Only processes running this same tool are touched."""
+    needle = ["--bind", GATEWAY, "--port", str(INDEX_PORT)]
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        args = [a.decode(errors="replace") for a in argv if a]
+        if any(a.endswith("tools/lab/index_server.py") for a in args) and \
+                all(n in args for n in needle) and f"{FIXTURES}" not in args:
+            log(f"stopping another checkout's lab index (pid {proc.name})")
+            try:
+                os.kill(int(proc.name), signal.SIGTERM)
+            except OSError:
+                pass
+            time.sleep(0.5)
 
 
 def stop_index() -> None:
