@@ -1,0 +1,240 @@
+# -*- coding: utf-8 -*-
+# Copyright: dflash.deploy maintainers
+# Apache-2.0 (see galaxy.yml)
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+name: deploy_summary
+type: aggregate
+short_description: Progress of long deploy steps, and one summary per host at the end
+description:
+  - While a task runs longer than O(interval) seconds, prints a line every O(interval) seconds
+    naming the task, the hosts it still runs on and the time so far (a venv build, a transplant
+    or a readiness wait is never one silent minute).
+  - At the end of the run, prints one block per host - the release, what changed in each phase
+    and the time each phase took, the health URL and the served model; or, for a failed host, the
+    task that failed and its first line, with the journal lines the failure carried.
+  - Phases are the roles (C(sglang_venv), C(cuda_overlay), ...) and the play's own tasks.
+    A play reports its outcome by setting the fact C(dflash_deploy_report) (a dict with
+    C(release), C(health_url), C(models)), which this callback reads; nothing else is required.
+  - Enabled by the collection's C(ansible.cfg) (C(callbacks_enabled)). Beside a machine-readable
+    stdout callback (one whose name ends in C(json)) it prints nothing, so that output stays parseable.
+version_added: 0.1.0
+options:
+  interval:
+    description: Seconds between progress lines of a running task (0 turns them off).
+    type: int
+    default: 15
+    env:
+      - name: DFLASH_PROGRESS_INTERVAL
+    ini:
+      - section: dflash_deploy_summary
+        key: interval
+"""
+
+import copy
+import threading
+import time
+
+from ansible import constants as C
+from ansible.plugins.callback import CallbackBase
+
+REPORT_FACT = "dflash_deploy_report"
+MAX_JOURNAL_LINES = 8
+
+
+def phase_of(task) -> str:
+    """The phase a task belongs to: its role's short name, else "play"."""
+    role = getattr(task, "_role", None)
+    name = role.get_name(include_role_fqcn=False) if role is not None else ""
+    return name or "play"
+
+
+def first_line(text) -> str:
+    for line in str(text or "").splitlines():
+        if line.strip():
+            return line.strip()
+    return ""
+
+
+def journal_lines(result: dict) -> list:
+    """Journal lines a failed readiness task carried (its msg or a `journal` field)."""
+    lines = result.get("journal")
+    if isinstance(lines, str):
+        lines = lines.splitlines()
+    if not lines:
+        msg = str(result.get("msg") or "")
+        lines = [line for line in msg.splitlines()[1:] if line.strip()]
+    return [str(line) for line in lines][-MAX_JOURNAL_LINES:]
+
+
+class HostRecord:
+    """What one host did in this run."""
+
+    def __init__(self):
+        self.seconds: dict[str, float] = {}
+        self.changed: dict[str, list] = {}
+        self.failure: dict | None = None
+        self.unreachable: str | None = None
+        self.report: dict | None = None  # set by the play's dflash_deploy_report fact
+
+    def add(self, phase: str, seconds: float, changed_task: str | None) -> None:
+        self.seconds[phase] = self.seconds.get(phase, 0.0) + seconds
+        if changed_task:
+            self.changed.setdefault(phase, []).append(changed_task)
+
+
+def format_host(host: str, rec: HostRecord) -> list:
+    """The lines printed for one host at the end of the run."""
+    timing = ", ".join(f"{p} {s:.0f}s" for p, s in sorted(rec.seconds.items(), key=lambda kv: -kv[1]) if s >= 0.5)
+    if rec.unreachable:
+        return [f"{host}: UNREACHABLE - {rec.unreachable}"]
+    if rec.failure:
+        out = [f"{host}: FAILED in {rec.failure['phase']} at \"{rec.failure['task']}\"",
+               f"  cause: {rec.failure['cause']}"]
+        out += [f"  journal: {line}" for line in rec.failure["journal"]]
+        if (rec.report or {}).get("release"):
+            out.append(f"  running release kept: {rec.report['release']}")
+        if timing:
+            out.append(f"  time: {timing}")
+        return out
+    report = rec.report or {}
+    head = f"{host}: ok"
+    if report.get("release"):
+        head += f", release {report['release']}"
+    out = [head]
+    if rec.changed:
+        for phase in sorted(rec.changed):
+            tasks = rec.changed[phase]
+            shown = "; ".join(tasks[:4]) + (f"; +{len(tasks) - 4} more" if len(tasks) > 4 else "")
+            out.append(f"  changed in {phase}: {shown}")
+    else:
+        out.append("  changed: nothing (already converged)")
+    if timing:
+        out.append(f"  time: {timing}")
+    for url in report.get("health_url") or []:
+        out.append(f"  health: {url}")
+    if report.get("models"):
+        out.append(f"  serving: {', '.join(map(str, report['models']))}")
+    return out
+
+
+class CallbackModule(CallbackBase):
+    CALLBACK_VERSION = 2.0
+    CALLBACK_TYPE = "aggregate"
+    CALLBACK_NAME = "dflash.deploy.deploy_summary"
+    CALLBACK_NEEDS_ENABLED = True
+
+    def __init__(self):
+        super().__init__()
+        self.quiet = str(C.DEFAULT_STDOUT_CALLBACK).endswith("json")
+        self.hosts: dict[str, HostRecord] = {}
+        self._task = None
+        self._task_started = 0.0
+        self._running: set = set()
+        self._host_start: dict[str, float] = {}
+        self._lock = threading.Lock()
+        self._ticker = None
+        self._stop = threading.Event()
+
+    # -- progress ------------------------------------------------------------------------------
+    def _interval(self) -> int:
+        try:
+            return int(self.get_option("interval"))
+        except Exception:  # options not loaded (unit tests)
+            return 15
+
+    def _tick(self, task_name: str, started: float, stop: threading.Event) -> None:
+        interval = self._interval()
+        while interval > 0 and not stop.wait(interval):
+            with self._lock:
+                hosts = sorted(self._running)
+            if hosts:
+                self._display.display(f"  ... {task_name}: still running on {', '.join(hosts)} "
+                                      f"({time.monotonic() - started:.0f}s)")
+
+    def _start_ticker(self, task) -> None:
+        self._stop_ticker()
+        self._stop = threading.Event()
+        if self.quiet:
+            return
+        self._ticker = threading.Thread(target=self._tick, args=(task.get_name(), time.monotonic(), self._stop),
+                                        daemon=True)
+        self._ticker.start()
+
+    def _stop_ticker(self) -> None:
+        self._stop.set()
+
+    def v2_playbook_on_task_start(self, task, is_conditional):
+        self._task = task
+        self._task_started = time.monotonic()
+        with self._lock:
+            self._running = set()
+        self._start_ticker(task)
+
+    def v2_playbook_on_handler_task_start(self, task):
+        self.v2_playbook_on_task_start(task, False)
+
+    def v2_runner_on_start(self, host, task):
+        with self._lock:
+            self._running.add(host.get_name())
+            self._host_start[host.get_name()] = time.monotonic()
+
+    # -- results -------------------------------------------------------------------------------
+    def _record(self, result, changed: bool) -> HostRecord:
+        host = result._host.get_name()
+        rec = self.hosts.setdefault(host, HostRecord())
+        with self._lock:
+            self._running.discard(host)
+            started = self._host_start.pop(host, self._task_started)
+        task = result._task
+        rec.add(phase_of(task), time.monotonic() - started, task.get_name() if changed else None)
+        facts = result._result.get("ansible_facts") or {}
+        if isinstance(facts.get(REPORT_FACT), dict):
+            rec.report = dict(facts[REPORT_FACT])
+        return rec
+
+    def v2_runner_on_ok(self, result):
+        self._record(result, bool(result._result.get("changed")) and not result._task.check_mode)
+
+    def v2_runner_on_skipped(self, result):
+        self._record(result, False)
+
+    def v2_runner_on_failed(self, result, ignore_errors=False):
+        rec = self._record(result, False)
+        if ignore_errors:
+            return
+        res = result._result
+        cause = first_line(res.get("msg") or res.get("stderr") or res.get("module_stderr") or "failed")
+        rec.failure = {"phase": phase_of(result._task), "task": result._task.get_name(), "cause": cause,
+                       "journal": journal_lines(res)}
+
+    def v2_runner_on_unreachable(self, result):
+        rec = self._record(result, False)
+        rec.unreachable = first_line(result._result.get("msg")) or "unreachable"
+
+    def v2_runner_item_on_ok(self, result):
+        pass
+
+    def v2_playbook_on_stats(self, stats):
+        self._stop_ticker()
+        if self.quiet:
+            return
+        for line in summary_lines(self.hosts, stats):
+            self._display.display(line)
+
+
+def summary_lines(hosts: dict, stats) -> list:
+    """The end-of-run block: only for runs that report (a play set dflash_deploy_report), one
+    entry per host; a failure that a rescue handled (the host ended without failures) is not one."""
+    if not any(rec.report is not None for rec in hosts.values()):
+        return []
+    out = ["", "DFLASH DEPLOY SUMMARY " + "*" * 58]
+    for host in sorted(hosts):
+        rec = hosts[host]
+        counts = stats.summarize(host) if stats is not None else {}
+        if rec.failure and not counts.get("failures", 1):
+            rec = copy.copy(rec)
+            rec.failure = None
+        out += format_host(host, rec)
+    return out
