@@ -77,11 +77,13 @@ lab-test: fixtures
 
 # The issue-8 proofs: molecule scenarios under extensions/molecule (create and
 # destroy are tools/lab/lab.py up/down). A lab that was already up stays up.
+# `molecule reset` first: the state of an earlier run must not skip prepare.
 MOLECULE_SCENARIOS ?= default incident_failures failover drift check_mode two_instances offline host_failure
 molecule: fixtures
 	@was_up=0; $(LAB) status >/dev/null 2>&1 && was_up=1; status=0; \
 	  for s in $(MOLECULE_SCENARIOS); do \
-	    (cd extensions && PATH=$(CURDIR)/$(VENV)/bin:$$PATH ../tools/lab/exclusive molecule test -s $$s --destroy never) || { status=$$?; break; }; \
+	    (cd extensions && PATH=$(CURDIR)/$(VENV)/bin:$$PATH ../tools/lab/exclusive \
+	     sh -c "molecule reset -s $$s >/dev/null 2>&1; molecule test -s $$s --destroy never") || { status=$$?; break; }; \
 	  done; \
 	  [ $$was_up = 1 ] || $(LAB) down; exit $$status
 
