@@ -37,6 +37,7 @@ import threading
 import time
 
 from ansible import constants as C
+from ansible import context
 from ansible.plugins.callback import CallbackBase
 
 REPORT_FACT = "dflash_deploy_report"
@@ -84,8 +85,8 @@ class HostRecord:
             self.changed.setdefault(phase, []).append(changed_task)
 
 
-def format_host(host: str, rec: HostRecord) -> list:
-    """The lines printed for one host at the end of the run."""
+def format_host(host: str, rec: HostRecord, check: bool = False) -> list:
+    """The lines printed for one host at the end of the run (in check mode: what would change)."""
     timing = ", ".join(f"{p} {s:.0f}s" for p, s in sorted(rec.seconds.items(), key=lambda kv: -kv[1]) if s >= 0.5)
     if rec.unreachable:
         return [f"{host}: UNREACHABLE - {rec.unreachable}"]
@@ -99,7 +100,7 @@ def format_host(host: str, rec: HostRecord) -> list:
             out.append(f"  time: {timing}")
         return out
     report = rec.report or {}
-    head = f"{host}: ok"
+    head = f"{host}: ok" + (" (check mode: nothing was changed)" if check else "")
     if report.get("release"):
         head += f", release {report['release']}"
     out = [head]
@@ -107,9 +108,9 @@ def format_host(host: str, rec: HostRecord) -> list:
         for phase in sorted(rec.changed):
             tasks = rec.changed[phase]
             shown = "; ".join(tasks[:4]) + (f"; +{len(tasks) - 4} more" if len(tasks) > 4 else "")
-            out.append(f"  changed in {phase}: {shown}")
+            out.append(f"  {'would change' if check else 'changed'} in {phase}: {shown}")
     else:
-        out.append("  changed: nothing (already converged)")
+        out.append(f"  {'would change' if check else 'changed'}: nothing (already converged)")
     if timing:
         out.append(f"  time: {timing}")
     for url in report.get("health_url") or []:
@@ -195,7 +196,7 @@ class CallbackModule(CallbackBase):
         return rec
 
     def v2_runner_on_ok(self, result):
-        self._record(result, bool(result._result.get("changed")) and not result._task.check_mode)
+        self._record(result, bool(result._result.get("changed")))
 
     def v2_runner_on_skipped(self, result):
         self._record(result, False)
@@ -220,11 +221,11 @@ class CallbackModule(CallbackBase):
         self._stop_ticker()
         if self.quiet:
             return
-        for line in summary_lines(self.hosts, stats):
+        for line in summary_lines(self.hosts, stats, bool(context.CLIARGS.get("check"))):
             self._display.display(line)
 
 
-def summary_lines(hosts: dict, stats) -> list:
+def summary_lines(hosts: dict, stats, check: bool = False) -> list:
     """The end-of-run block: only for runs that report (a play set dflash_deploy_report), one
     entry per host; a failure that a rescue handled (the host ended without failures) is not one."""
     if not any(rec.report is not None for rec in hosts.values()):
@@ -236,5 +237,5 @@ def summary_lines(hosts: dict, stats) -> list:
         if rec.failure and not counts.get("failures", 1):
             rec = copy.copy(rec)
             rec.failure = None
-        out += format_host(host, rec)
+        out += format_host(host, rec, check)
     return out

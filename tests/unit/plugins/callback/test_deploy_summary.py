@@ -77,3 +77,9 @@ def test_unreachable_and_journal_field():
                                          "Connection timed out"]
     assert journal_lines({"journal": ["a", "b"]}) == ["a", "b"]
     assert journal_lines({"journal": "\n".join(str(i) for i in range(20))}) == [str(i) for i in range(12, 20)]
+
+
+def test_check_mode_says_what_would_change():
+    lines = format_host("ct200", converged(), check=True)
+    assert lines[0] == "ct200: ok (check mode: nothing was changed), release 38daf6d080f8bba8"
+    assert "  would change in sglang_venv: Install the locked package set (uv pip sync)" in lines
