@@ -133,6 +133,53 @@ def test_named_crash_point(world, point, action):
     _assert_converged(world, action)
 
 
+def _recover_only(dest: Path) -> dict:
+    """What the next run does first, and nothing more: roll back (or finish) the interrupted run."""
+    from ansible_collections.dflash.deploy.plugins.module_utils.fastcopy import Placer
+    from ansible_collections.dflash.deploy.plugins.module_utils.journal import STATE_DIRNAME, Journal
+    from ansible_collections.dflash.deploy.plugins.module_utils.transplant_run import Runner
+    from ansible_collections.dflash.deploy.plugins.module_utils.venv import open_venv
+
+    venv = open_venv(str(dest))
+    journal = Journal(str(Path(venv.root) / STATE_DIRNAME))
+    journal.lock()
+    try:
+        return Runner(journal, Placer("copy", False, 2), 0, 2).recover(venv.site_packages)
+    finally:
+        journal.unlock()
+
+
+ROLLED_BACK = [p for p, a in CRASH_POINTS if a == "rolled_back"] + ["writing_files:30"]
+
+
+@pytest.mark.parametrize("point", ROLLED_BACK)
+def test_rollback_restores_the_before_state_byte_for_byte(world, point):
+    """A crash in a rolling-back phase, then recovery alone: the destination is what it was before the run
+    (every file's bytes and mode, every directory, link and script), and no journal is left."""
+    _reset(world["template"], world["dest"])
+    before = snapshot(world["dest"], skip_state=True)
+    rc, _result = run_module(_args(world["src"], world["dest"], "copy"),
+                             env_extra={"_DFLASH_TRANSPLANT_CRASH_AT": point})
+    assert rc == -9
+    if point.startswith("writing_") and point != "writing_files:0":  # the crash left the destination half-written
+        assert snapshot(world["dest"], skip_state=True) != before
+    recovered = _recover_only(world["dest"])
+    assert recovered["action"] == "rolled_back", recovered
+    assert snapshot(world["dest"], skip_state=True) == before
+    assert leftovers(world["dest"]) == []
+    assert not (world["dest"] / ".dflash-transplant" / "journal.json").exists()
+
+
+def test_bundle_extraction_rollback_restores_the_before_state(world):
+    _reset(world["template"], world["dest"])
+    before = snapshot(world["dest"], skip_state=True)
+    rc, _result = run_module(_args(None, world["dest"], "auto", bundle=world["bundle"]),
+                             env_extra={"_DFLASH_TRANSPLANT_CRASH_AT": "writing_files:50"})
+    assert rc == -9 and snapshot(world["dest"], skip_state=True) != before
+    assert _recover_only(world["dest"])["action"] == "rolled_back"
+    assert snapshot(world["dest"], skip_state=True) == before
+
+
 def test_crash_during_bundle_extraction(world):
     _reset(world["template"], world["dest"])
     rc, _result = run_module(_args(None, world["dest"], "auto", bundle=world["bundle"]),

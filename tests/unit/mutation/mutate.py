@@ -1,0 +1,110 @@
+"""`make mutate`: cosmic-ray over the modules' decision code, each file against the tests that cover it.
+
+Not a test module (pytest collects test_*.py only). cosmic-ray mutates files on disk, so the run
+happens in a copy of the checkout (build/mutate/tree: the tracked files, .collections' relative link
+to the copy itself), never in the working tree that the lab and other runs use. The fixture build is
+shared (DFLASH_FIXTURE_OUT). The files, their tests and the operators left out are in pyproject.toml
+under [tool.dflash-mutate]. Per file it writes build/mutate/<name>.sqlite and <name>.txt (every
+surviving mutant as a diff); the summary (killed/total per file) goes to build/mutate/summary.txt.
+
+    .venv/bin/python tests/unit/mutation/mutate.py [FILE ...]   # default: every file in the table
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[3]
+OUT = REPO / "build" / "mutate"
+TREE = OUT / "tree"
+BIN = Path(sys.executable).parent
+
+
+def _copy_tree() -> None:
+    if TREE.exists():
+        shutil.rmtree(TREE)
+    files = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO,
+                           check=True, capture_output=True).stdout.decode().split("\0")
+    for rel in filter(None, files):
+        src = REPO / rel
+        if src.is_file() and not src.is_symlink():
+            (TREE / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, TREE / rel)
+    link = TREE / ".collections" / "ansible_collections" / "dflash" / "deploy"
+    link.parent.mkdir(parents=True, exist_ok=True)
+    link.symlink_to("../../..")
+
+
+def _config(path: str, tests: list[str], conf: dict) -> str:
+    cmd = f"{BIN / 'python'} -m pytest -x -q -p no:cacheprovider -p no:randomly " + " ".join(tests)
+    return "\n".join([
+        "[cosmic-ray]",
+        f"module-path = {json.dumps(path)}",
+        f"timeout = {conf.get('timeout', 300)}",
+        "excluded-modules = []",
+        f"test-command = {json.dumps(cmd)}",
+        "[cosmic-ray.distributor]",
+        'name = "local"',
+        "[cosmic-ray.filters.operators-filter]",
+        f"exclude-operators = {json.dumps(conf['exclude-operators'])}",
+        "",
+    ])
+
+
+def _counts(db: Path) -> tuple[int, int, list[str]]:
+    dump = subprocess.run([str(BIN / "cosmic-ray"), "dump", str(db)], check=True, capture_output=True, text=True)
+    total = killed = 0
+    survivors = []
+    for line in dump.stdout.splitlines():
+        item, result = json.loads(line)
+        # filtered (skipped) and not yet run are not counted; incompetent (the mutant cannot be imported) neither
+        if result is None or result.get("worker_outcome") == "skipped" or result.get("test_outcome") == "incompetent":
+            continue
+        total += 1
+        if result["test_outcome"] == "survived":
+            m = item["mutations"][0]
+            survivors.append("%s:%s %s #%s\n%s" % (m["module_path"], m["start_pos"][0], m["operator_name"],
+                                                   m["occurrence"], result.get("diff") or ""))
+        else:
+            killed += 1
+    return killed, total, survivors
+
+
+def main(argv: list[str]) -> int:
+    conf = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["dflash-mutate"]
+    files = conf["files"]
+    chosen = argv or list(files)
+    OUT.mkdir(parents=True, exist_ok=True)
+    _copy_tree()
+    env = dict(os.environ, DFLASH_FIXTURE_OUT=str(REPO / "build" / "fixtures"), PYTHONDONTWRITEBYTECODE="1",
+               DFLASH_UV=str(REPO / ".tools" / "uv" / "bin" / "uv"))
+    summary = []
+    for path in chosen:
+        name = Path(path).stem
+        (OUT / f"{name}.toml").write_text(_config(path, files[path], conf))
+        db = OUT / f"{name}.sqlite"
+        db.unlink(missing_ok=True)
+        run = dict(cwd=TREE, env=env, check=True)
+        # the unmutated code must pass its tests in the copy, or every mutant would count as killed
+        subprocess.run([str(BIN / "cosmic-ray"), "baseline", str(OUT / f"{name}.toml")], **run)
+        subprocess.run([str(BIN / "cosmic-ray"), "init", str(OUT / f"{name}.toml"), str(db)], **run)
+        subprocess.run([str(BIN / "cr-filter-operators"), str(db), str(OUT / f"{name}.toml")], **run)
+        subprocess.run([str(BIN / "cr-filter-pragma"), str(db)], **run)
+        subprocess.run([str(BIN / "cosmic-ray"), "exec", str(OUT / f"{name}.toml"), str(db)], **run)
+        killed, total, survivors = _counts(db)
+        (OUT / f"{name}.txt").write_text("\n".join(survivors))
+        line = f"{path}: {killed}/{total} killed ({100.0 * killed / max(total, 1):.1f}%), {len(survivors)} survived"
+        print(line, flush=True)
+        summary.append(line)
+    (OUT / "summary.txt").write_text("\n".join(summary) + "\n")
+    print("\n".join(summary))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
