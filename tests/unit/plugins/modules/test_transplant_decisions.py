@@ -11,9 +11,11 @@ import tarfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "module_utils"))
-from test_site_packages_transplant import ARGS, _args, venvs  # noqa: E402,F401
+import test_site_packages_transplant as base  # noqa: E402
 from transplant_support import CPTAG, add_dist, module_env, record_state, run_module, site_packages, snapshot  # noqa: E402
 
+venvs = base.venvs  # the same src/dest pair
+_args = base._args
 MODULE = "ansible_collections.dflash.deploy.plugins.modules.site_packages_transplant"
 _OPENS = """
 import json, os, runpy, sys
