@@ -188,27 +188,13 @@ def test_crash_during_bundle_extraction(world):
     _assert_converged(world, "rolled_back")
 
 
-def _timed_run(world, link, bundle=None):
-    payload = {"ANSIBLE_MODULE_ARGS": _args(world["src"], world["dest"], link, bundle)}
-    return subprocess.Popen([sys.executable, "-m", MODULE], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env=module_env(), text=True), json.dumps(payload)
-
-
-def _wait_for_journal(dest: Path, proc, timeout: float = 30.0) -> float:
-    """Poll until the run's journal appears (its work starts); return that moment."""
-    journal = dest / ".dflash-transplant" / "journal.json"
-    deadline = time.monotonic() + timeout
-    while not journal.exists():
-        if proc.poll() is not None or time.monotonic() > deadline:
-            break
-        time.sleep(0.0005)
-    return time.monotonic()
-
-
-def _start(world, mode):
-    proc, payload = _timed_run(world, "auto" if mode == "bundle" else mode,
-                               world["bundle"] if mode == "bundle" else None)
-    proc.stdin.write(payload)
+def _start(world, mode, env_extra):
+    link = "auto" if mode == "bundle" else mode
+    payload = {"ANSIBLE_MODULE_ARGS": _args(world["src"], world["dest"], link,
+                                            world["bundle"] if mode == "bundle" else None)}
+    proc = subprocess.Popen([sys.executable, "-m", MODULE], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=dict(module_env(), **env_extra), text=True)
+    proc.stdin.write(json.dumps(payload))
     proc.stdin.close()
     return proc
 
@@ -219,38 +205,36 @@ def _reap(proc):
     proc.stderr.close()
 
 
-def test_kill9_at_random_moments(world):
+# (phase, highest step): every step below the highest is reached by every mode on this world
+MOMENTS = (("backing_up", 150), ("writing_files", 200), ("writing_dist_info", 3))
+
+
+def test_kill9_at_random_moments(world, tmp_path):
     """kill -9 at 20 seeded random moments inside large copies (venv copy, bundle extraction, hardlink).
 
-    A kill that comes after the run already exited is not counted; trials go on until 20 kills
-    landed inside a run (every trial, counted or not, must converge)."""
+    The moment is an event, not a time: the run is held (the pause hook) when a seeded random step of a
+    phase completes, while the copier threads go on with the large files; the kill -9 comes then. So every
+    kill lands inside the run, and every trial must converge to the reference state."""
     rng = random.Random(20250101)
     modes = ("copy", "bundle", "hardlink")
-    work = {}
-    for mode in modes:  # how long does the work (journal written -> exit) take in each mode here?
-        _reset(world["template"], world["dest"])
-        proc = _start(world, mode)
-        began = _wait_for_journal(world["dest"], proc)
-        _reap(proc)
-        work[mode] = time.monotonic() - began
-        assert proc.returncode == 0
-    killed = 0
+    marker = tmp_path / "paused"
     phases = []
-    for trial in range(60):
-        if killed == 20:
-            break
+    for trial in range(20):
         _reset(world["template"], world["dest"])
         mode = modes[trial % 3]
-        proc = _start(world, mode)
-        _wait_for_journal(world["dest"], proc)
-        time.sleep(rng.uniform(0.0, 0.9) * work[mode])
+        phase, top = MOMENTS[rng.randrange(len(MOMENTS))]
+        moment = "%s:%d" % (phase, rng.randrange(top))
+        marker.unlink(missing_ok=True)
+        proc = _start(world, mode, {"_DFLASH_TRANSPLANT_PAUSE_AT": moment,
+                                    "_DFLASH_TRANSPLANT_PAUSE_FILE": str(marker)})
+        while not marker.exists() and proc.poll() is None:
+            time.sleep(0.001)
+        assert proc.poll() is None, (mode, moment, proc.returncode, proc.stdout.read())
         proc.kill()
         _reap(proc)
-        journal = world["dest"] / ".dflash-transplant" / "journal.json"
-        if proc.returncode == -9:
-            killed += 1
-            phases.append(json.loads(journal.read_text())["phase"] if journal.exists() else "after-journal")
+        assert proc.returncode == -9
+        journal = json.loads((world["dest"] / ".dflash-transplant" / "journal.json").read_text())
+        assert journal["phase"] == phase
+        phases.append((mode, moment))
         _assert_converged(world)
-    print("work %s; %d trials, killed %d; phases at kill: %s" % (
-        {k: round(v, 3) for k, v in work.items()}, trial + 1, killed, phases))
-    assert killed == 20
+    print("kills: %s" % phases)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
+from pathlib import Path
 
 import pytest
 from ansible_collections.dflash.deploy.plugins.module_utils import gpu as G
@@ -78,9 +78,7 @@ def test_dead_gpu(tmp_path, driver_env):
 
 def test_hung_gpu_is_killed_not_waited_on(tmp_path, driver_env):
     env, smi = driver_env(write_config(tmp_path, [("9.0", "none"), ("9.0", "hang")]))
-    t0 = time.monotonic()
     out = probe_gpus(smi, smoke=True, dev_dir=str(tmp_path / "dev"), env=env, smi_timeout=2, smoke_timeout=3)
-    assert time.monotonic() - t0 < 12
     assert out["reason"].startswith("nvidia-smi did not answer within 2s")
     res = out["smoke_test"]["gpus"]
     assert [r["ok"] for r in res] == [True, False]
@@ -134,9 +132,9 @@ def test_no_nvidia_smi_and_no_driver(tmp_path):
 
 def test_nvidia_smi_that_hangs(tmp_path):
     fake = tmp_path / "nvidia-smi"
-    fake.write_text("#!/bin/sh\nsleep 60\n")
+    pidfile = tmp_path / "pid"
+    fake.write_text("#!/bin/sh\necho $$ > %s\nexec sleep 60\n" % pidfile)
     fake.chmod(0o755)
-    t0 = time.monotonic()
     out = G.nvidia_smi_facts(str(fake), timeout=1)
-    assert time.monotonic() - t0 < 5
+    assert not Path("/proc", pidfile.read_text().strip()).exists()  # killed and reaped, not waited on
     assert out["reason"] == "nvidia-smi did not answer within 1s (a hung GPU or driver)"

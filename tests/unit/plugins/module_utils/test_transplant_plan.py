@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from ansible_collections.dflash.deploy.plugins.module_utils.transplant_plan import PlanError, build_plan
 from ansible_collections.dflash.deploy.plugins.module_utils.transplant_source import VenvSource, rewrite_script
@@ -104,16 +106,26 @@ def test_unchanged_is_stat_only(pair, monkeypatch):
         d = next(dest.glob("lib/python3.*/site-packages/torch-2.dist-info")) / name
         shutil.copy2(s, d)
     import ansible_collections.dflash.deploy.plugins.module_utils.record as record_mod
+    import ansible_collections.dflash.deploy.plugins.module_utils.transplant_source as source_mod
 
     def no_hashing(*args, **kwargs):
         raise AssertionError("a no-op plan must not hash")
+    # patched where it is looked up (transplant_source imports the name) as well as where it is defined
     monkeypatch.setattr(record_mod, "hash_file", no_hashing)
+    monkeypatch.setattr(source_mod, "hash_file", no_hashing)
     plan = _plan(src, dest, ["torch"])
     assert not plan.has_work and plan.unchanged == [{"name": "torch", "version": "2"}]
-    # a size change (same dist-info) is noticed by stat and leads to a rewrite
     target = next(dest.glob("lib/python3.*/site-packages/torch/a.py"))
+    # a size change alone (mtime kept) is noticed by stat and leads to a rewrite
     target.write_bytes(b"short")
+    os.utime(target, ns=(1_700_000_000 * 10**9, 1_700_000_000 * 10**9))
     assert _plan(src, dest, ["torch"]).has_work
+    # an mtime change alone (size kept) too
+    target.write_bytes(b"b" * 100)
+    assert _plan(src, dest, ["torch"]).has_work
+    # both back as the source has them: stat-only, so unchanged again (contents are not compared)
+    os.utime(target, ns=(1_700_000_000 * 10**9, 1_700_000_000 * 10**9))
+    assert not _plan(src, dest, ["torch"]).has_work
 
 
 def test_dest_without_record_refused_when_leaving(pair):

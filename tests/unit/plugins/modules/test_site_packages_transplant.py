@@ -94,7 +94,7 @@ def test_upgrade_then_noop(venvs):
     rc, again = run_module(_args(src, dest))
     assert rc == 0 and again["changed"] is False, again
     assert again["moved"] == [] and again["files_copied"] == 0 and again["files_linked"] == 0
-    assert again["elapsed"] < 0.3
+    # that it decides from RECORD and stat alone (no file contents read): test_transplant_decisions.py
     assert {u["name"] for u in again["unchanged"]} == {"torch", "nvidia-cuda-runtime", "nvidia-cublas"}
 
 
