@@ -94,6 +94,14 @@ demo: fixtures
 	  echo "deploy: $$((SECONDS - t)) s; make demo: $$((SECONDS - start)) s"; \
 	  $(PY) -c 'import urllib.request; print(urllib.request.urlopen("http://10.89.64.200:30001/v1/models", timeout=10).read().decode())'
 
+# Mutation testing (cosmic-ray) of the modules' decision code, each file against the tests that cover it
+# (pyproject.toml [tool.dflash-mutate]); in a copy of the checkout under build/mutate. Not part of make test.
+# MUTATE_FILES="plugins/module_utils/abi.py ..." runs some files only; docs/testing.md has the score.
+.PHONY: mutate
+mutate: fixtures
+	@rm -f build/mutate/summary.txt
+	$(PY) tests/unit/mutation/mutate.py $(MUTATE_FILES)
+
 # Every stage in order, each timed (tools/run_stages.sh prints the table).
 TEST_STAGES := lint fixtures unit integration fixture-tests chain sanity lab-test molecule
 

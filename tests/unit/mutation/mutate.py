@@ -21,7 +21,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[3]
 OUT = REPO / "build" / "mutate"
-TREE = OUT / "tree"
+TREE = OUT / os.environ.get("MUTATE_TREE", "tree")  # one per concurrent run
 BIN = Path(sys.executable).parent
 
 
@@ -38,6 +38,8 @@ def _copy_tree() -> None:
     link = TREE / ".collections" / "ansible_collections" / "dflash" / "deploy"
     link.parent.mkdir(parents=True, exist_ok=True)
     link.symlink_to("../../..")
+    for shared in (".venv", ".tools"):  # the toolchain is read, never changed, by the tests
+        (TREE / shared).symlink_to(REPO / shared)
 
 
 def _config(path: str, tests: list[str], conf: dict) -> str:
@@ -101,7 +103,8 @@ def main(argv: list[str]) -> int:
         line = f"{path}: {killed}/{total} killed ({100.0 * killed / max(total, 1):.1f}%), {len(survivors)} survived"
         print(line, flush=True)
         summary.append(line)
-    (OUT / "summary.txt").write_text("\n".join(summary) + "\n")
+    with open(OUT / "summary.txt", "a") as handle:
+        handle.write("\n".join(summary) + "\n")
     print("\n".join(summary))
     return 0
 

@@ -1,0 +1,57 @@
+"""imports.py: the import test's verdicts on an import that hangs, an interpreter that dies, bad environments."""
+from __future__ import annotations
+
+import sys
+
+from ansible_collections.dflash.deploy.plugins.module_utils import imports as I
+
+
+def _module(tmp_path, name, body):
+    (tmp_path / f"{name}.py").write_text(body)
+    return I.service_env({"PYTHONPATH": str(tmp_path)})
+
+
+def test_import_that_hangs_is_reported_as_timed_out(tmp_path):
+    env = _module(tmp_path, "hangs", "import time\ntime.sleep(60)\n")
+    res = I.import_one(sys.executable, "hangs", timeout=1, env=env)
+    assert res["ok"] is False and res["error"] == "timed out after 1s"
+
+
+def test_interpreter_that_dies_before_reporting(tmp_path):
+    env = _module(tmp_path, "dies", "import os, sys\nsys.stderr.write('first\\nthe last words\\n')\n"
+                                    "sys.stderr.flush()\nos._exit(3)\n")
+    res = I.import_one(sys.executable, "dies", env=env)
+    assert res == {"ok": False, "version": None, "seconds": res["seconds"],
+                   "error": "interpreter exited with rc 3 before reporting: the last words"}
+    env = _module(tmp_path, "silent", "import os\nos._exit(4)\n")
+    assert I.import_one(sys.executable, "silent", env=env)["error"] == (
+        "interpreter exited with rc 4 before reporting: no output")
+
+
+def test_garbled_report_line_is_not_a_verdict(tmp_path):
+    env = _module(tmp_path, "garbled", "import os, sys\nsys.stdout.write('\\n@@DFLASH@@{not json\\n')\n"
+                                       "sys.stdout.flush()\nos._exit(0)\n")
+    res = I.import_one(sys.executable, "garbled", env=env)
+    assert res["ok"] is False and res["error"] == "interpreter exited with rc 0 before reporting: no output"
+
+
+def test_import_many_keeps_the_order_and_the_verdicts(tmp_path):
+    env = _module(tmp_path, "good", "__version__ = '1.2'\n")
+    res = I.import_many(sys.executable, ["good", "no_such_mod", "good"], env=env, workers=1)
+    assert list(res) == ["good", "no_such_mod"]
+    assert res["good"]["ok"] is True and res["good"]["version"] == "1.2"
+    assert res["no_such_mod"]["error"].startswith("ModuleNotFoundError")
+    assert I.import_many(sys.executable, []) == {}
+
+
+def test_environment_and_timeouts_checked_before_anything_runs():
+    assert I.check_environment({"A=B": "x"}) == (
+        "environment: name 'A=B' is not a valid variable name (empty, or holds '=' or a NUL byte)")
+    assert I.check_environment({"": "x"}).startswith("environment: name '' is not a valid")
+    assert I.check_environment({"X": "a\x00b"}) == (
+        "environment: the value of X holds a NUL byte, which no process environment can carry")
+    assert I.check_environment({"X": None, "Y": "1"}) is None
+    assert I.check_timeouts(smoke_timeout=0) == "smoke_timeout must be a positive number of seconds, not 0"
+    assert I.check_timeouts(a=1, b=0.5, c=None) is None
+    env = I.service_env({"DROP": None, "N": 3}, base={"DROP": "1", "KEEP": "k"})
+    assert env == {"KEEP": "k", "N": "3"}
