@@ -33,6 +33,11 @@ def test_garbled_report_line_is_not_a_verdict(tmp_path):
                                        "sys.stdout.flush()\nos._exit(0)\n")
     res = I.import_one(sys.executable, "garbled", env=env)
     assert res["ok"] is False and res["error"] == "interpreter exited with rc 0 before reporting: no output"
+    # an earlier line in the report's form (printed by the imported code) is not taken instead of the last
+    env = _module(tmp_path, "forged", "import os, sys\nsys.stdout.write('@@DFLASH@@{\"ok\": true}\\n')\n"
+                                      "sys.stdout.write('@@DFLASH@@{cut off\\n')\nsys.stdout.flush()\nos._exit(0)\n")
+    res = I.import_one(sys.executable, "forged", env=env)
+    assert res["ok"] is False and res["error"].startswith("interpreter exited with rc 0 before reporting")
 
 
 def test_import_many_keeps_the_order_and_the_verdicts(tmp_path):

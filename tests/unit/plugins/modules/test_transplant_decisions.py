@@ -148,3 +148,16 @@ def test_bundle_listing_names_every_moved_file(venvs, tmp_path):
         names = tar.getnames()
     assert "site-packages/torch/only_130.py" in names and not any("nvidia" in n for n in names)
     assert os.path.getsize(bundle) > 200_000
+
+
+def test_modes_are_kept_but_never_group_or_world_writable_nor_setuid(venvs):
+    src, dest = venvs
+    sp = site_packages(src)
+    (sp / "torch" / "nn" / "__init__.py").chmod(0o777)
+    (sp / "torch" / "lib" / "libtorch_cuda.so").chmod(0o4755)
+    (sp / "torch" / "_C.py").chmod(0o600)
+    rc, result = run_module(_args(src, dest, link="copy"))
+    assert rc == 0, result
+    out = site_packages(dest) / "torch"
+    assert {p: (out / p).stat().st_mode & 0o7777 for p in ("nn/__init__.py", "lib/libtorch_cuda.so", "_C.py")} == {
+        "nn/__init__.py": 0o755, "lib/libtorch_cuda.so": 0o755, "_C.py": 0o600}
