@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import sys
+import time
 
 from ansible_collections.dflash.deploy.plugins.module_utils import imports as I
 
@@ -13,8 +14,11 @@ def _module(tmp_path, name, body):
 
 def test_import_that_hangs_is_reported_as_timed_out(tmp_path):
     env = _module(tmp_path, "hangs", "import time\ntime.sleep(60)\n")
+    began = time.monotonic()
     res = I.import_one(sys.executable, "hangs", timeout=1, env=env)
+    waited = time.monotonic() - began
     assert res["ok"] is False and res["error"] == "timed out after 1s"
+    assert 1 <= res["seconds"] <= waited + 0.001  # what it reports is the time it waited
 
 
 def test_interpreter_that_dies_before_reporting(tmp_path):

@@ -154,3 +154,49 @@ def test_rewrite_script():
     assert b"'/new/v/bin/python'" in rewrite_script(long_form, ["/old/venv"], "/new/v")
     assert rewrite_script(b"#!python\nx\n", [], "/new/v") == b"#!/new/v/bin/python\nx\n"
     assert rewrite_script(b"\x7fELF...", ["/old/venv"], "/new/v") == b"\x7fELF..."
+
+
+def test_missing_directories_are_planned_parents_first(pair):
+    src, dest = pair
+    add_dist(src, "torch", "2", {"torch/a.py": b"a", "torch/new/deep/x.py": b"x", "torch/new/y.py": b"y"})
+    add_dist(dest, "torch", "1", {"torch/a.py": b"b"})
+    plan = _plan(src, dest, ["torch"])
+    sp = str(next(dest.glob("lib/python3.*/site-packages")))
+    assert plan.new_dirs == [sp + "/torch/new", sp + "/torch/new/deep"]
+
+
+def test_source_without_wheel_tags_is_moved_with_a_warning(pair):
+    src, dest = pair
+    di = add_dist(src, "torch", "2", {"torch/a.py": b"a"})
+    (di / "WHEEL").write_bytes((di / "WHEEL").read_bytes().replace(b"Tag: py3-none-any\n", b"Tag-: py3-none-any\n"))
+    plan = _plan(src, dest, ["torch"])
+    assert plan.warnings == ["torch 2 has no WHEEL tags; its Python ABI was not checked"]
+
+
+def test_same_version_in_dest_without_record_is_refused_not_taken_as_unchanged(pair):
+    src, dest = pair
+    add_dist(src, "torch", "2", {"torch/a.py": b"a"})
+    add_dist(dest, "torch", "2", {"torch/a.py": b"a"}, write_record=False)
+    with pytest.raises(PlanError, match="destination torch 2 has no RECORD: cannot tell which files are its own"):
+        _plan(src, dest, ["torch"])
+
+
+def test_a_staying_dist_without_record_does_not_hide_the_claims_of_the_others(pair):
+    src, dest = pair
+    add_dist(src, "nvidia-cuda-runtime", "13", {"nvidia/cu13/lib/libcudart.so.13": b"13"})
+    add_dist(dest, "aaa-legacy", "1", {"aaa/x.py": b"x"}, write_record=False)  # listed first
+    add_dist(dest, "nvidia-cuda-runtime-cu12", "12", {"nvidia/__init__.py": b"", "nvidia/cr/libcudart.so.12": b"12"})
+    add_dist(dest, "nvidia-nccl-cu12", "2", {"nvidia/__init__.py": b"", "nvidia/nccl/libnccl.so.2": b"n"})
+    plan = _plan(src, dest, ["nvidia-cuda-runtime"], remove=["nvidia-cuda-runtime-cu12"])
+    assert plan.kept_shared == ["nvidia/__init__.py"]
+    assert "destination aaa-legacy 1 has no RECORD; it claims no files" in plan.warnings
+
+
+def test_destination_record_with_non_utf8_bytes_still_plans(pair):
+    src, dest = pair
+    add_dist(src, "torch", "2", {"torch/a.py": b"a"})
+    di = add_dist(dest, "torch", "1", {"torch/a.py": b"b", "torch/caf\xe9.py": b"c"})
+    record = di / "RECORD"
+    record.write_bytes(record.read_bytes().replace("caf\xe9".encode(), b"caf\xe9"))
+    plan = _plan(src, dest, ["torch"])
+    assert [m["from"] for m in plan.moved] == ["1"] and plan.has_work
