@@ -200,3 +200,22 @@ def test_destination_record_with_non_utf8_bytes_still_plans(pair):
     record.write_bytes(record.read_bytes().replace("caf\xe9".encode(), b"caf\xe9"))
     plan = _plan(src, dest, ["torch"])
     assert [m["from"] for m in plan.moved] == ["1"] and plan.has_work
+
+
+def test_removing_a_dist_whose_files_all_stay_shared_still_removes_its_dist_info(pair):
+    src, dest = pair
+    add_dist(dest, "nvidia-cuda-runtime-cu12", "12", {"nvidia/__init__.py": b""})
+    add_dist(dest, "nvidia-nccl-cu12", "2", {"nvidia/__init__.py": b"", "nvidia/nccl/libnccl.so.2": b"n"})
+    source = VenvSource(open_venv(str(src)))
+    plan = build_plan("run", source, [], open_venv(str(dest)), ["nvidia-cuda-runtime-cu12"])
+    assert not plan.deletes  # nvidia/__init__.py stays: nccl claims it
+    assert plan.has_work and plan.old_dist_infos == ["nvidia_cuda_runtime_cu12-12.dist-info"]
+
+
+def test_a_file_already_gone_does_not_stop_the_deletes_after_it(pair):
+    src, dest = pair
+    add_dist(src, "torch", "2", {"torch/a.py": b"a"})
+    add_dist(dest, "torch", "1", {"torch/a.py": b"b", "torch/gone.py": b"g", "torch/z.py": b"z"})
+    next(dest.glob("lib/python3.*/site-packages/torch/gone.py")).unlink()
+    plan = _plan(src, dest, ["torch"])
+    assert sorted(plan.deletes) == ["torch/z.py"]

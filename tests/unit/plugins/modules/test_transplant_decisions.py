@@ -161,3 +161,5 @@ def test_modes_are_kept_but_never_group_or_world_writable_nor_setuid(venvs):
     out = site_packages(dest) / "torch"
     assert {p: (out / p).stat().st_mode & 0o7777 for p in ("nn/__init__.py", "lib/libtorch_cuda.so", "_C.py")} == {
         "nn/__init__.py": 0o755, "lib/libtorch_cuda.so": 0o755, "_C.py": 0o600}
+    record = next(site_packages(dest).glob("torch-*.dist-info")) / "RECORD"  # written by the module itself
+    assert record.stat().st_mode & 0o7777 == 0o644

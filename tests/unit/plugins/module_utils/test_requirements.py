@@ -1,0 +1,72 @@
+"""requirements.py: how a requirement is judged (markers, pre-releases, odd versions) and the uv fallback."""
+from __future__ import annotations
+
+import pytest
+from ansible_collections.dflash.deploy.plugins.module_utils import requirements as R
+
+
+def _dists(requires, **installed):
+    out = {"a": {"name": "a", "version": "1.0", "requires": list(requires)}}
+    for key, version in installed.items():
+        out[key.replace("_", "#")] = {"name": key.split("_")[0], "version": version, "requires": []}
+    return out
+
+
+def _problems(dists, **kw):
+    return [(u["requirement"], u["problem"]) for u in R.check_with_packaging(dists, **kw)]
+
+
+def test_markers_use_the_venvs_python_version():
+    dists = _dists(['b; python_version < "3.0"'])
+    assert _problems(dists, python_version="2.7.18") == [('b; python_version < "3.0"', "missing")]
+    assert _problems(dists, python_version="3.11.7") == []
+    assert R.marker_environment("3.12.1")["python_version"] == "3.12"
+
+
+def test_an_installed_prerelease_satisfies_a_plain_specifier():
+    assert _problems(_dists(["b>=1.0"], b="1.1rc1")) == []
+    assert _problems(_dists(["b>=1.2"], b="1.1rc1")) == [("b>=1.2", "conflict")]
+
+
+def test_a_version_that_is_not_pep440_is_compared_not_crashed_on():
+    assert _problems(_dists(["b>=1"], b="weird-build")) == [("b>=1", "conflict")]
+
+
+def test_a_marker_that_cannot_be_evaluated_is_reported():
+    res = R.check_with_packaging(_dists(['b; python_version ~= "abc"']))
+    assert [u["problem"].split(":")[0] for u in res] == ["marker not evaluable"]
+
+
+def test_a_duplicate_distribution_key_still_counts_as_installed():
+    assert _problems(_dists(["b>=1"], b_2="1.5")) == []
+
+
+@pytest.fixture
+def fake_uv(tmp_path):
+    def make(rc, text):
+        uv = tmp_path / "uv"
+        uv.write_text("#!/bin/sh\nprintf '%%s\\n' '%s'\nexit %d\n" % (text, rc))
+        uv.chmod(0o755)
+        return str(uv)
+    return make
+
+
+def test_uv_pip_check_verdicts(fake_uv):
+    dists = _dists(["b>=2"], b="1.0")
+    line = "The package `a` requires `b>=2`, but `1.0` is installed"
+    found, err = R.check_with_uv(fake_uv(1, line), "python", dists)
+    assert err is None and [(u["distribution"], u["installed"], u["problem"]) for u in found] == [
+        ("a", "1.0", "conflict")]
+    assert R.check_with_uv(fake_uv(0, "All installed packages are compatible"), "python", dists) == ([], None)
+    assert R.check_with_uv(fake_uv(2, "error: boom"), "python", dists) == (
+        [], "uv pip check failed (rc 2): error: boom")
+    assert R.check_with_uv(fake_uv(1, "something else"), "python", dists)[1] == (
+        "uv pip check failed (rc 1): something else")
+
+
+def test_without_packaging_uv_is_used_only_with_an_interpreter(monkeypatch, fake_uv):
+    monkeypatch.setattr(R, "HAS_PACKAGING", False)
+    dists = _dists([])
+    assert R.check(dists, uv=fake_uv(0, "ok"), python=None)["method"] is None
+    assert R.check(dists, uv=None, python="python")["method"] is None
+    assert R.check(dists, uv=fake_uv(0, "ok"), python="python") == {"method": "uv", "unsatisfied": [], "error": None}
