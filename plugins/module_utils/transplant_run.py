@@ -40,8 +40,10 @@ class RunError(Exception):
 
 
 def new_run_id():
-    salt = (os.getpid() ^ int(time.time() * 1e6)) & 0xFFFFFF
-    return "%s-%06x" % (time.strftime("%Y%m%dT%H%M%S", time.gmtime()), salt)
+    """Sortable by start time to the microsecond (backup rotation keeps the last names), then a salt."""
+    now = time.time()
+    salt = (os.getpid() ^ int(now * 1e6)) & 0xFFFFFF
+    return "%s%06d-%06x" % (time.strftime("%Y%m%dT%H%M%S", time.gmtime(now)), int(now * 1e6) % 1000000, salt)
 
 
 def backup_root(state_dir, run_id):
