@@ -32,9 +32,15 @@ def test_a_version_that_is_not_pep440_is_compared_not_crashed_on():
     assert _problems(_dists(["b>=1"], b="weird-build")) == [("b>=1", "conflict")]
 
 
-def test_a_marker_that_cannot_be_evaluated_is_reported():
-    res = R.check_with_packaging(_dists(['b; python_version ~= "abc"']))
-    assert [u["problem"].split(":")[0] for u in res] == ["marker not evaluable"]
+def test_a_marker_that_cannot_be_evaluated_is_reported_and_the_next_requirement_still_checked():
+    res = R.check_with_packaging(_dists(['b; python_version ~= "abc"', "c"]))
+    assert [u["problem"].split(":")[0] for u in res] == ["marker not evaluable", "missing"]
+
+
+def test_an_invalid_requirement_is_reported_and_the_next_one_still_checked():
+    res = R.check_with_packaging(_dists(["b >>= 1", "c"]))
+    assert [(u["requirement"], u["problem"].split(":")[0]) for u in res] == [
+        ("b >>= 1", "invalid requirement"), ("c", "missing")]
 
 
 def test_a_duplicate_distribution_key_still_counts_as_installed():
@@ -43,9 +49,9 @@ def test_a_duplicate_distribution_key_still_counts_as_installed():
 
 @pytest.fixture
 def fake_uv(tmp_path):
-    def make(rc, text):
+    def make(rc, *lines):
         uv = tmp_path / "uv"
-        uv.write_text("#!/bin/sh\nprintf '%%s\\n' '%s'\nexit %d\n" % (text, rc))
+        uv.write_text("#!/bin/sh\nprintf '%%s\\n' %s\nexit %d\n" % (" ".join("'%s'" % line for line in lines), rc))
         uv.chmod(0o755)
         return str(uv)
     return make
@@ -58,8 +64,10 @@ def test_uv_pip_check_verdicts(fake_uv):
     assert err is None and [(u["distribution"], u["installed"], u["problem"]) for u in found] == [
         ("a", "1.0", "conflict")]
     assert R.check_with_uv(fake_uv(0, "All installed packages are compatible"), "python", dists) == ([], None)
-    assert R.check_with_uv(fake_uv(2, "error: boom"), "python", dists) == (
+    assert R.check_with_uv(fake_uv(2, "warning: first", "error: boom"), "python", dists) == (
         [], "uv pip check failed (rc 2): error: boom")
+    found, err = R.check_with_uv(str(fake_uv(0, "x")) + "-missing", "python", dists)
+    assert found == [] and err.startswith("uv pip check could not run: [Errno 2]")
     assert R.check_with_uv(fake_uv(1, "something else"), "python", dists)[1] == (
         "uv pip check failed (rc 1): something else")
 
