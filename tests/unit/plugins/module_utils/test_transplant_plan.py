@@ -219,3 +219,30 @@ def test_a_file_already_gone_does_not_stop_the_deletes_after_it(pair):
     next(dest.glob("lib/python3.*/site-packages/torch/gone.py")).unlink()
     plan = _plan(src, dest, ["torch"])
     assert sorted(plan.deletes) == ["torch/z.py"]
+
+
+def test_a_file_that_would_replace_a_directory_is_refused(pair):
+    src, dest = pair
+    add_dist(src, "torch", "2", {"torch/a.py": b"a"})
+    add_dist(dest, "torch", "1", {"torch/b.py": b"b"})
+    next(dest.glob("lib/python3.*/site-packages/torch")).joinpath("a.py").mkdir()
+    with pytest.raises(PlanError, match="^torch/a.py of torch would replace a directory in the destination$"):
+        _plan(src, dest, ["torch"])
+
+
+def test_two_incoming_dists_with_one_path_and_different_content_are_refused(pair):
+    src, dest = pair
+    add_dist(src, "nvidia-a", "1", {"nvidia/__init__.py": b"a"})
+    add_dist(src, "nvidia-b", "1", {"nvidia/__init__.py": b"b"})
+    with pytest.raises(PlanError, match="^nvidia/__init__.py is claimed by both incoming nvidia-a and nvidia-b "
+                                        "with different content$"):
+        _plan(src, dest, ["nvidia-*"])
+
+
+def test_a_destination_record_that_cannot_be_read_is_named(pair):
+    src, dest = pair
+    add_dist(src, "torch", "2", {"torch/a.py": b"a"})
+    di = add_dist(dest, "torch", "1", {"torch/a.py": b"b"})
+    (di / "RECORD").write_text("torch/a.py,sha256=x,1\n/etc/passwd,,\n")
+    with pytest.raises(PlanError, match="^destination torch 1: RECORD refused: "):
+        _plan(src, dest, ["torch"])
