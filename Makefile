@@ -68,24 +68,19 @@ lab-down:
 lab-status: setup
 	$(LAB) status
 
-# Brings the lab up, runs tests/lab, and takes the lab down again (also on failure)
-# unless it was already up before.
+# tests/lab with the lab up, under the lab's lock (tools/lab/session.sh); the lab
+# goes down afterwards unless it was up before.
 lab-test: fixtures
-	@was_up=0; $(LAB) status >/dev/null 2>&1 && was_up=1; status=0; \
-	  { $(LAB) up && tools/lab/exclusive $(VENV)/bin/pytest -q tests/lab $(PYTEST_ARGS); } || status=$$?; \
-	  [ $$was_up = 1 ] || $(LAB) down; exit $$status
+	tools/lab/session.sh $(VENV)/bin/pytest -q tests/lab $(PYTEST_ARGS)
 
-# The issue-8 proofs: molecule scenarios under extensions/molecule (create and
-# destroy are tools/lab/lab.py up/down). A lab that was already up stays up.
+# The deploy's proofs: molecule scenarios under extensions/molecule (create and
+# destroy are tools/lab/lab.py up/down), all under one hold of the lab's lock.
 # `molecule reset` first: the state of an earlier run must not skip prepare.
-MOLECULE_SCENARIOS ?= default incident_failures failover drift check_mode two_instances offline host_failure
+MOLECULE_SCENARIOS ?= default incident_failures failover drift check_mode two_instances offline host_failure faults
 molecule: fixtures
-	@was_up=0; $(LAB) status >/dev/null 2>&1 && was_up=1; status=0; \
-	  for s in $(MOLECULE_SCENARIOS); do \
-	    (cd extensions && PATH=$(CURDIR)/$(VENV)/bin:$$PATH ../tools/lab/exclusive \
-	     sh -c "molecule reset -s $$s >/dev/null 2>&1; molecule test -s $$s --destroy never") || { status=$$?; break; }; \
-	  done; \
-	  [ $$was_up = 1 ] || $(LAB) down; exit $$status
+	PATH=$(CURDIR)/$(VENV)/bin:$$PATH tools/lab/session.sh bash -c 'cd extensions && for s in $(MOLECULE_SCENARIOS); do \
+	  echo "=== molecule scenario $$s"; start=$$SECONDS; molecule reset -s $$s >/dev/null 2>&1; \
+	  molecule test -s $$s --destroy never || exit $$?; echo "=== $$s: $$((SECONDS - start)) s"; done'
 
 # From a fresh clone: the lab, one deploy of ct200, and the server's answer.
 demo: fixtures
