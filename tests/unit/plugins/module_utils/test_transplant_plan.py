@@ -246,3 +246,12 @@ def test_a_destination_record_that_cannot_be_read_is_named(pair):
     (di / "RECORD").write_text("torch/a.py,sha256=x,1\n/etc/passwd,,\n")
     with pytest.raises(PlanError, match="^destination torch 1: RECORD refused: "):
         _plan(src, dest, ["torch"])
+
+
+def test_an_incoming_script_claimed_by_a_staying_dist_is_refused_even_with_equal_content(pair):
+    """Scripts are rewritten for the destination, so equal digests prove nothing: the claim is refused."""
+    src, dest = pair
+    add_dist(src, "torch", "2", {"torch/a.py": b"a"}, scripts={"torchrun": "print(1)\n"})
+    add_dist(dest, "torch-extras", "1", {"torch_extras/x.py": b"x"}, scripts={"torchrun": "print(1)\n"})
+    with pytest.raises(PlanError, match="of incoming torch is also claimed by torch-extras, which stays"):
+        _plan(src, dest, ["torch"])
