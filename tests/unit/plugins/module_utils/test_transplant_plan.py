@@ -83,7 +83,7 @@ def test_moved_and_removed_refused(pair):
     src, dest = pair
     add_dist(src, "torch", "2", {"torch/a.py": b"a"})
     add_dist(dest, "torch", "1", {"torch/a.py": b"b"})
-    with pytest.raises(PlanError, match="both moved and removed"):
+    with pytest.raises(PlanError, match="^torch both moved and removed: drop it from one of distributions/remove$"):
         _plan(src, dest, ["torch"], remove=["tor*"])
 
 
@@ -255,3 +255,38 @@ def test_an_incoming_script_claimed_by_a_staying_dist_is_refused_even_with_equal
     add_dist(dest, "torch-extras", "1", {"torch_extras/x.py": b"x"}, scripts={"torchrun": "print(1)\n"})
     with pytest.raises(PlanError, match="of incoming torch is also claimed by torch-extras, which stays"):
         _plan(src, dest, ["torch"])
+
+
+def test_deleting_through_a_symlink_out_of_the_venv_is_refused(pair, tmp_path):
+    src, dest = pair
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "x.py").write_bytes(b"precious")
+    add_dist(src, "evil", "2", {"evil2/y.py": b"y"})
+    add_dist(dest, "evil", "1", {"evil/x.py": b"x"})
+    sp = next(dest.glob("lib/python3.*/site-packages"))
+    (sp / "evil" / "x.py").unlink()
+    (sp / "evil").rmdir()
+    (sp / "evil").symlink_to(outside)
+    with pytest.raises(PlanError, match="resolves outside the venv"):
+        _plan(src, dest, ["evil"])
+    assert (outside / "x.py").read_bytes() == b"precious"
+
+
+@pytest.mark.parametrize("change", ["file_set", "digest"])
+def test_same_dist_info_with_another_record_is_not_unchanged(pair, change):
+    src, dest = pair
+    tag = CPTAG + "-" + CPTAG + "-linux_x86_64"
+    add_dist(src, "torch", "2", {"torch/a.py": b"a" * 100, "torch/b.py": b"b"}, tag=tag, mtime=1_700_000_000)
+    files = {"torch/a.py": b"a" * 100} if change == "file_set" else {"torch/a.py": b"c" * 100, "torch/b.py": b"b"}
+    add_dist(dest, "torch", "2", files, tag=tag, mtime=1_700_000_000)
+    plan = _plan(src, dest, ["torch"])
+    assert plan.has_work and plan.unchanged == []
+
+
+def test_bytes_to_write_counts_files_and_dist_info(pair):
+    src, dest = pair
+    add_dist(src, "torch", "2", {"torch/a.py": b"a" * 1000})
+    plan = _plan(src, dest, ["torch"])
+    info = sum(f.size for d in plan.dist_info_writes for f in d.files)
+    assert info > 0 and plan.bytes_total == 1000 + info
