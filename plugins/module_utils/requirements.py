@@ -128,8 +128,8 @@ def check_with_uv(uv, python, dists, timeout=60):
     text = proc.stdout.decode("utf-8", "replace")
     found = parse_uv_check(text, dists)
     if proc.returncode not in (0, 1) or (proc.returncode == 1 and not found and "requires" not in text):
-        return found, "uv pip check failed (rc %d): %s" % (proc.returncode,
-                                                          (text.strip().splitlines() or ["no output"])[-1])
+        last = (text.strip().splitlines() or ["no output"])[-1]
+        return found, "uv pip check failed (rc %d): %s" % (proc.returncode, last)
     return found, None
 
 

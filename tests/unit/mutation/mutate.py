@@ -91,13 +91,13 @@ def main(argv: list[str]) -> int:
         (OUT / f"{name}.toml").write_text(_config(path, files[path], conf))
         db = OUT / f"{name}.sqlite"
         db.unlink(missing_ok=True)
-        run = dict(cwd=TREE, env=env, check=True)
+        run = dict(cwd=TREE, env=env)
         # the unmutated code must pass its tests in the copy, or every mutant would count as killed
-        subprocess.run([str(BIN / "cosmic-ray"), "baseline", str(OUT / f"{name}.toml")], **run)
-        subprocess.run([str(BIN / "cosmic-ray"), "init", str(OUT / f"{name}.toml"), str(db)], **run)
-        subprocess.run([str(BIN / "cr-filter-operators"), str(db), str(OUT / f"{name}.toml")], **run)
-        subprocess.run([str(BIN / "cr-filter-pragma"), str(db)], **run)
-        subprocess.run([str(BIN / "cosmic-ray"), "exec", str(OUT / f"{name}.toml"), str(db)], **run)
+        subprocess.run([str(BIN / "cosmic-ray"), "baseline", str(OUT / f"{name}.toml")], check=True, **run)
+        subprocess.run([str(BIN / "cosmic-ray"), "init", str(OUT / f"{name}.toml"), str(db)], check=True, **run)
+        subprocess.run([str(BIN / "cr-filter-operators"), str(db), str(OUT / f"{name}.toml")], check=True, **run)
+        subprocess.run([str(BIN / "cr-filter-pragma"), str(db)], check=True, **run)
+        subprocess.run([str(BIN / "cosmic-ray"), "exec", str(OUT / f"{name}.toml"), str(db)], check=True, **run)
         killed, total, survivors = _counts(db)
         (OUT / f"{name}.txt").write_text("\n".join(survivors))
         line = f"{path}: {killed}/{total} killed ({100.0 * killed / max(total, 1):.1f}%), {len(survivors)} survived"
