@@ -8,6 +8,11 @@ under [tool.dflash-mutate]. Per file it writes build/mutate/<name>.sqlite and <n
 surviving mutant as a diff); the summary (killed/total per file) goes to build/mutate/summary.txt.
 
     .venv/bin/python tests/unit/mutation/mutate.py [FILE ...]   # default: every file in the table
+    .venv/bin/python tests/unit/mutation/mutate.py --recheck FILE ...
+
+--recheck takes the survivors of an earlier run (build/mutate/<name>.sqlite) and runs each of them again
+against the current tests (cosmic-ray apply, the file's test command, the file restored): after tests were
+added, only the survivors need another look, since the tests of a file are only ever added to.
 """
 from __future__ import annotations
 
@@ -77,15 +82,52 @@ def _counts(db: Path) -> tuple[int, int, list[str]]:
     return killed, total, survivors
 
 
+def _recheck(paths: list[str], conf: dict, env: dict) -> list[str]:
+    lines = []
+    for path in paths:
+        name = Path(path).stem
+        db = OUT / f"{name}.sqlite"
+        killed, total, survivors = _counts(db)
+        cmd = json.loads(_config(path, conf["files"][path], conf).split("test-command = ", 1)[1].split("\n", 1)[0])
+        original = (TREE / path).read_bytes()
+        still = []
+        for survivor in survivors:
+            head = survivor.split("\n", 1)[0]  # "<path>:<line> <operator> #<occurrence>"
+            where, operator, occurrence = head.split(" ")
+            subprocess.run([str(BIN / "cosmic-ray"), "apply", path, operator, occurrence[1:]], cwd=TREE, env=env,
+                           check=True, capture_output=True)
+            try:
+                rc = subprocess.run(cmd.split(), cwd=TREE, env=env, check=False, capture_output=True,
+                                    timeout=conf.get("timeout", 300)).returncode
+            except subprocess.TimeoutExpired:
+                rc = -1
+            finally:
+                (TREE / path).write_bytes(original)
+            if rc == 0:
+                still.append(survivor)
+            else:
+                killed += 1
+        (OUT / f"{name}.recheck.txt").write_text("\n".join(still))
+        line = "%s: %d/%d killed (%.1f%%), %d survived (survivors of the run rechecked against the current tests)" % (
+            path, killed, total, 100.0 * killed / max(total, 1), len(still))
+        print(line, flush=True)
+        lines.append(line)
+    return lines
+
+
 def main(argv: list[str]) -> int:
     conf = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["dflash-mutate"]
     files = conf["files"]
-    chosen = argv or list(files)
+    recheck = bool(argv) and argv[0] == "--recheck"
+    chosen = (argv[1:] if recheck else argv) or list(files)
     OUT.mkdir(parents=True, exist_ok=True)
     _copy_tree()
     env = dict(os.environ, DFLASH_FIXTURE_OUT=str(REPO / "build" / "fixtures"), PYTHONDONTWRITEBYTECODE="1",
                DFLASH_UV=str(REPO / ".tools" / "uv" / "bin" / "uv"))
     summary = []
+    if recheck:
+        summary = _recheck(chosen, conf, env)
+        chosen = []
     for path in chosen:
         name = Path(path).stem
         (OUT / f"{name}.toml").write_text(_config(path, files[path], conf))

@@ -78,3 +78,9 @@ def test_without_packaging_uv_is_used_only_with_an_interpreter(monkeypatch, fake
     assert R.check(dists, uv=fake_uv(0, "ok"), python=None)["method"] is None
     assert R.check(dists, uv=None, python="python")["method"] is None
     assert R.check(dists, uv=fake_uv(0, "ok"), python="python") == {"method": "uv", "unsatisfied": [], "error": None}
+
+
+def test_a_dependency_installed_without_a_version_does_not_hide_the_next_requirement():
+    res = R.check_with_packaging(_dists(["b>=1", "c"], b=""))
+    assert [(u["requirement"], u["problem"].split(":")[0]) for u in res] == [
+        ("b>=1", "installed without a version"), ("c", "missing")]
