@@ -288,6 +288,16 @@ def ensure_network(name: str = NETWORK) -> None:
     log(f"network {name} {subnet} (internal: no route out)")
 
 
+def ensure_blackhole_routes() -> None:
+    """A blackhole route (low priority) for each lab subnet: while the lab's bridge is down, a
+    connection to a lab address fails here at once instead of leaving through the default route
+    to a network the lab does not own. The bridge's own route, when it exists, wins."""
+    for subnet, _ in NETWORKS.values():
+        have = run(["ip", "route", "show", "type", "blackhole", subnet], check=False).stdout
+        if subnet not in have:
+            run(["ip", "route", "add", "blackhole", subnet, "metric", "4242"], check=False)
+
+
 # -- package index on the gateway -------------------------------------------------------------------
 
 INDEX_PID = STATE / "index.pid"
@@ -631,6 +641,7 @@ def current_hosts() -> list[Host]:
 
 def cmd_up(args) -> int:
     t0 = time.monotonic()
+    ensure_blackhole_routes()
     ensure_tools()
     apply_quirks()
     image = ensure_image()
@@ -660,6 +671,7 @@ def cmd_up(args) -> int:
 
 
 def cmd_down(args) -> int:
+    ensure_blackhole_routes()  # kept after down: stray connections to lab addresses stay on this machine
     for name in lab_hosts_present():
         podman("rm", "-f", "-t", "0", name)
         log(f"removed {name}")
