@@ -1,0 +1,124 @@
+"""The README's "Deploying to production" section, followed step by step against the lab.
+
+Every command in that section's ```sh blocks is run as written, in order, by an operator with
+no checkout: a fresh HOME, the collection installed from its tarball, an inventory copied from
+production.example.yml. The one step the README leaves to a person, editing the inventory, is
+done here the way the README says (addresses, connection, package index, controller paths,
+the instance's API key from the vault), pointing at the lab instead of 192.0.2.x.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import urllib.error
+import urllib.request
+
+import pytest
+import yaml
+from conftest import REPO, VENV_BIN, lab
+
+API_KEY = "sk-lab-operator-test"
+
+
+def readme_commands() -> list[str]:
+    text = (REPO / "README.md").read_text()
+    section = text.split("## Deploying to production", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```sh\n(.*?)```", section, flags=re.S)
+    return [line for block in blocks for line in block.splitlines() if line.strip()]
+
+
+def edit_inventory(path, controller_dir):
+    """What the README's step 2 asks of the operator, for the lab's hosts."""
+    inv = yaml.safe_load(path.read_text())
+    lab_vars = yaml.safe_load(lab.INVENTORY.read_text())["lab"]["vars"]
+    ssh = REPO / "build" / "lab" / "ssh"
+    inv["all"]["vars"].update({
+        "ansible_ssh_private_key_file": str(ssh / "id_ed25519"),
+        "ansible_ssh_common_args": f"-o UserKnownHostsFile={ssh / 'known_hosts'} -o StrictHostKeyChecking=yes",
+        "ansible_python_interpreter": "/usr/bin/python3",
+        "dflash_uv_path": str(REPO / ".tools" / "uv" / "bin" / "uv"),
+        "dflash_controller_dir": str(controller_dir),
+    })
+    children = inv["all"]["children"]
+    for group in children.values():
+        for name, hv in group["hosts"].items():
+            hv["ansible_host"] = next(h.address for h in lab.hosts() if h.name == name)
+    tv = children["dflash_targets"]["vars"]
+    tv.update({"sglang_venv_index_url": lab_vars["lab_index_url"], "sglang_venv_extra_index_urls": [],
+               "sglang_service_readiness_timeout": 60, "sglang_service_preflight_min_free_gb": 1})
+    for inst in tv["sglang_service_instances"]:
+        inst["extra_args"] = ["--disable-cuda-graph"]
+        inst["api_key"] = "{{ vault_sglang_api_key }}"
+    path.write_text(yaml.safe_dump(inv, sort_keys=False))
+
+
+def models(port: int, key: str | None):
+    req = urllib.request.Request(f"http://10.89.64.200:{port}/v1/models")
+    if key:
+        req.add_header("Authorization", f"Bearer {key}")
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        return [m["id"] for m in json.load(resp)["data"]]
+
+
+def current_release() -> str:
+    return lab.hexec(next(h for h in lab.hosts() if h.name == "ct200"),
+                     "readlink /opt/dflash/instances/qwen3-8b/current").stdout.strip()
+
+
+@pytest.fixture(scope="module")
+def operator(tmp_path_factory):
+    home = tmp_path_factory.mktemp("home")
+    work = tmp_path_factory.mktemp("operator")
+    env = {"HOME": str(home), "PATH": f"{VENV_BIN}:/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8",
+           "SGLANG_API_KEY": API_KEY, "ANSIBLE_NOCOLOR": "1"}
+    (home / ".dflash-vault-pass").write_text("lab vault password\n")
+    os.chmod(home / ".dflash-vault-pass", 0o600)
+    build = subprocess.run([str(VENV_BIN / "ansible-galaxy"), "collection", "build", "--output-path", str(work),
+                            str(REPO)], env=env, capture_output=True, text=True)
+    assert build.returncode == 0, build.stderr
+
+    def run(line: str) -> subprocess.CompletedProcess:
+        proc = subprocess.run(["bash", "-euo", "pipefail", "-c", line], cwd=work, env=env,
+                              capture_output=True, text=True, timeout=900)
+        assert proc.returncode == 0, f"$ {line}\n{proc.stdout[-4000:]}\n{proc.stderr[-2000:]}"
+        return proc
+    return work, run
+
+
+def test_the_readme_operator_path(operator):
+    work, run = operator
+    commands = readme_commands()
+    kinds = [c.split()[0] for c in commands]
+    assert kinds.count("ansible-playbook") == 4, commands  # stage, deploy, audit, rollback
+    playbooks = iter(c for c in commands if c.startswith("ansible-playbook"))
+    for line in commands:
+        if line.startswith("ansible-playbook"):
+            break
+        run(line)
+        if line.startswith("cp "):
+            edit_inventory(work / "inventory" / "production.yml", work / "dflash")
+
+    stage = run(next(playbooks))
+    assert (work / "dflash" / "artifacts" / "cuda-cu130.tar").is_file(), stage.stdout[-2000:]
+    run(next(playbooks))                                   # deploy
+    assert models(30001, API_KEY) == ["qwen3-8b-dflash"]
+    with pytest.raises(urllib.error.HTTPError):           # the key is required
+        models(30001, None)
+    first = current_release()
+    audit = run(next(playbooks))
+    assert "ct129:/root/venv_sglang211" in audit.stdout and "ct200:/opt/dflash/instances/qwen3-8b/current" \
+        in audit.stdout
+
+    # A later release (DFlash sources changed), so that there is a previous one to go back to.
+    newer = work / "dflash-newer"
+    run(f"cp -r dflash/artifacts/dflash-src {newer} && echo '# newer' >> "
+        f"{newer}/python/sglang/srt/speculative/dflash_utils.py")
+    deploy_line = next(c for c in commands if "deploy_dflash" in c)
+    run(f"{deploy_line} -e dflash_overlay_source_dir={newer}")
+    assert current_release() != first
+
+    run(next(playbooks))                                   # rollback
+    assert current_release() == first
+    assert models(30001, API_KEY) == ["qwen3-8b-dflash"]
