@@ -154,3 +154,17 @@ def test_unreadable_metadata_as_unprivileged_user():
     finally:
         import shutil
         shutil.rmtree(base, ignore_errors=True)
+
+
+def test_single_module_and_top_level_extension_owned_twice(tmp_path):
+    """Import names that are one file (six.py) or one extension at the top (fast.cpython-*.so) count too."""
+    site = tmp_path / "site-packages"
+    site.mkdir()
+    ext = "fast.cpython-311-x86_64-linux-gnu.so"
+    add_dist(site, "six-old", "1", {"six.py": b"old = 1\n"}, top_level=["six"])
+    add_dist(site, "six", "2", {"six.py": b"new = 2\n"}, top_level=["six"])
+    add_dist(site, "fast-a", "1", {ext: b"A", "LICENSE.txt": b"MIT"}, top_level=["fast"])
+    add_dist(site, "fast-b", "1", {ext: b"B", "LICENSE.txt": b"MIT", "fast.txt": b"notes"}, top_level=["fast"])
+    owners = D.import_owners(str(site), D.scan(str(site)))
+    assert owners == {"six": {"distributions": ["six", "six-old"], "shared_files": 1, "on_disk": ["six"]},
+                      "fast": {"distributions": ["fast-a", "fast-b"], "shared_files": 1, "on_disk": ["fast-b"]}}
