@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Summarise an ansible-playbook run printed by the ansible.posix.json stdout callback.
 
     ansible-playbook ... | json_run.py --task 'Install the locked package set (uv pip sync)' ...
@@ -52,20 +51,20 @@ def main():
                             res["start"], res["end"], round((t1 - t0).total_seconds(), 2)]
     hosts = {}
     for per_host in out["intervals"].values():
-        for host, (s, e, _) in per_host.items():
+        for host, (s, e, seconds) in per_host.items():  # noqa: B007
             hosts.setdefault(host, []).extend([s, e])
     if len(args.task) > 1:
         out["intervals"]["all"] = {h: [min(t), max(t), 0] for h, t in hosts.items()}
     for wanted, per_host in out["intervals"].items():
-        spans = [(datetime.strptime(s, FMT), datetime.strptime(e, FMT)) for s, e, _ in per_host.values()]
+        spans = [(datetime.strptime(s, FMT), datetime.strptime(e, FMT)) for s, e, seconds in per_host.values()]
         for (s, e), row in zip(spans, per_host.values(), strict=True):
             row[2] = round((e - s).total_seconds(), 2)
-        edges = sorted([(s, 1) for s, _ in spans] + [(e, -1) for _, e in spans])
+        edges = sorted([(s, 1) for s, e in spans] + [(e, -1) for s, e in spans])
         peak = running = 0
-        for _, step in edges:
+        for moment, step in edges:  # noqa: B007
             running += step
             peak = max(peak, running)
-        common = (min(e for _, e in spans) - max(s for s, _ in spans)).total_seconds()
+        common = (min(e for s, e in spans) - max(s for s, e in spans)).total_seconds()
         out["overlap"][wanted] = {"hosts": len(spans), "peak": peak, "common_s": round(common, 2)}
     json.dump(out, sys.stdout, sort_keys=True)
     return 0
