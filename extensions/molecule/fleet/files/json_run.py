@@ -57,6 +57,8 @@ def main():
         out["intervals"]["all"] = {h: [min(t), max(t), 0] for h, t in hosts.items()}
     for wanted, per_host in out["intervals"].items():
         spans = [(datetime.strptime(s, FMT), datetime.strptime(e, FMT)) for s, e, seconds in per_host.values()]
+        if not spans:
+            continue
         for (s, e), row in zip(spans, per_host.values(), strict=True):
             row[2] = round((e - s).total_seconds(), 2)
         edges = sorted([(s, 1) for s, e in spans] + [(e, -1) for s, e in spans])
