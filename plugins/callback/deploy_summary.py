@@ -51,6 +51,11 @@ def phase_of(task) -> str:
     return name or "play"
 
 
+def task_name(task) -> str:
+    """The task's own name, without the "<role> : " prefix Ansible puts before it."""
+    return task.get_name().rsplit(" : ", 1)[-1]
+
+
 def first_line(text) -> str:
     for line in str(text or "").splitlines():
         if line.strip():
@@ -189,7 +194,7 @@ class CallbackModule(CallbackBase):
             self._running.discard(host)
             started = self._host_start.pop(host, self._task_started)
         task = result._task
-        rec.add(phase_of(task), time.monotonic() - started, task.get_name() if changed else None)
+        rec.add(phase_of(task), time.monotonic() - started, task_name(task) if changed else None)
         facts = result._result.get("ansible_facts") or {}
         if isinstance(facts.get(REPORT_FACT), dict):
             rec.report = dict(facts[REPORT_FACT])
@@ -207,7 +212,7 @@ class CallbackModule(CallbackBase):
             return
         res = result._result
         cause = first_line(res.get("msg") or res.get("stderr") or res.get("module_stderr") or "failed")
-        rec.failure = {"phase": phase_of(result._task), "task": result._task.get_name(), "cause": cause,
+        rec.failure = {"phase": phase_of(result._task), "task": task_name(result._task), "cause": cause,
                        "journal": journal_lines(res)}
 
     def v2_runner_on_unreachable(self, result):
