@@ -51,6 +51,18 @@ VER_FLG_BASE = 0x1
 EM_NAMES = {3: "x86", 62: "x86_64", 40: "arm", 183: "aarch64", 21: "ppc64", 22: "s390"}
 
 
+
+def _store_dynamic(out, tag, text):
+    """One string-valued dynamic entry into the result: NEEDED accumulates, the others are single."""
+    if tag == DT_NEEDED:
+        out["needed"].append(text)
+    elif tag == DT_SONAME:
+        out["soname"] = text
+    elif tag == DT_RPATH:
+        out["rpath"] = text
+    else:
+        out["runpath"] = text
+
 class ElfError(Exception):
     """A file that cannot be read as an ELF shared object.
 
@@ -275,15 +287,7 @@ class ElfFile:
             for tag, val in entries:
                 if s_off + val >= s_end:
                     raise self._corrupt("dynamic entry points past the string table")
-                text = self._cstr(s_off + val, s_end)
-                if tag == DT_NEEDED:
-                    out["needed"].append(text)
-                elif tag == DT_SONAME:
-                    out["soname"] = text
-                elif tag == DT_RPATH:
-                    out["rpath"] = text
-                else:
-                    out["runpath"] = text
+                _store_dynamic(out, tag, self._cstr(s_off + val, s_end))
         return out
 
     @property
@@ -353,14 +357,7 @@ class ElfFile:
                     raise self._corrupt("dynamic entry points past the string table")
                 entries.append((tag, self._cstr(s_off + val, s_end)))
         for tag, text in entries:
-            if tag == DT_NEEDED:
-                out["needed"].append(text)
-            elif tag == DT_SONAME:
-                out["soname"] = text
-            elif tag == DT_RPATH:
-                out["rpath"] = text
-            else:
-                out["runpath"] = text
+            _store_dynamic(out, tag, text)
         self._dynamic = out
         return out
 
