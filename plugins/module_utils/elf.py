@@ -51,7 +51,6 @@ VER_FLG_BASE = 0x1
 EM_NAMES = {3: "x86", 62: "x86_64", 40: "arm", 183: "aarch64", 21: "ppc64", 22: "s390"}
 
 
-
 def _store_dynamic(out, tag, text):
     """One string-valued dynamic entry into the result: NEEDED accumulates, the others are single."""
     if tag == DT_NEEDED:
@@ -62,6 +61,7 @@ def _store_dynamic(out, tag, text):
         out["rpath"] = text
     else:
         out["runpath"] = text
+
 
 class ElfError(Exception):
     """A file that cannot be read as an ELF shared object.
