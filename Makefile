@@ -76,7 +76,7 @@ lab-test: fixtures
 # The deploy's proofs: molecule scenarios under extensions/molecule (create and
 # destroy are tools/lab/lab.py up/down), all under one hold of the lab's lock.
 # `molecule reset` first: the state of an earlier run must not skip prepare.
-MOLECULE_SCENARIOS ?= default incident_failures failover drift check_mode two_instances offline host_failure faults
+MOLECULE_SCENARIOS ?= default incident_failures failover drift check_mode two_instances offline host_failure faults fleet
 molecule: fixtures
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH tools/lab/session.sh bash -c 'cd extensions && for s in $(MOLECULE_SCENARIOS); do \
 	  echo "=== molecule scenario $$s"; start=$$SECONDS; molecule reset -s $$s >/dev/null 2>&1; \
