@@ -16,7 +16,11 @@ description:
     task that failed and its first line, with the journal lines the failure carried.
   - Phases are the roles (C(sglang_venv), C(cuda_overlay), ...) and the play's own tasks.
     A play reports its outcome by setting the fact C(dflash_deploy_report) (a dict with
-    C(release), C(health_url), C(models)), which this callback reads; nothing else is required.
+    C(release), C(health_url), C(models) and C(changes)), which this callback reads; nothing else is required.
+  - C(changes) are the roles' own words for what they changed, or in check mode would change - the
+    packages a new release adds, removes or upgrades, the overlaid files, the env files, drop-ins,
+    unit and C(current) links (the C(*_changes) facts the roles set with the C(dflash.deploy.release_changes)
+    family of filters). They are printed first, then the names of the tasks that changed, per phase.
   - Enabled by the collection's C(ansible.cfg) (C(callbacks_enabled)). Beside a machine-readable
     stdout callback (one whose name ends in C(json)) it prints nothing, so that output stays parseable.
 version_added: 0.1.0
@@ -109,13 +113,15 @@ def format_host(host: str, rec: HostRecord, check: bool = False) -> list:
     if report.get("release"):
         head += f", release {report['release']}"
     out = [head]
+    verb = "would change" if check else "changed"
+    out += [f"  {verb}: {line}" for line in report.get("changes") or []]
     if rec.changed:
         for phase in sorted(rec.changed):
             tasks = rec.changed[phase]
             shown = "; ".join(tasks[:4]) + (f"; +{len(tasks) - 4} more" if len(tasks) > 4 else "")
-            out.append(f"  {'would change' if check else 'changed'} in {phase}: {shown}")
-    else:
-        out.append(f"  {'would change' if check else 'changed'}: nothing (already converged)")
+            out.append(f"  tasks that {'would change' if check else 'changed'} in {phase}: {shown}")
+    elif not report.get("changes"):
+        out.append(f"  {verb}: nothing (already converged)")
     if timing:
         out.append(f"  time: {timing}")
     for url in report.get("health_url") or []:

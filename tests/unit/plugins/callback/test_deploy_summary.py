@@ -30,7 +30,7 @@ def converged():
 def test_a_deployed_host_shows_release_changes_times_health_and_model():
     lines = format_host("ct200", converged())
     assert lines[0] == "ct200: ok, release 38daf6d080f8bba8"
-    assert "  changed in sglang_venv: Install the locked package set (uv pip sync)" in lines
+    assert "  tasks that changed in sglang_venv: Install the locked package set (uv pip sync)" in lines
     assert "  time: sglang_venv 12s, sglang_service 3s" in lines
     assert "  health: http://10.89.64.200:30001/health_generate" in lines
     assert lines[-1] == "  serving: qwen3-8b-dflash"
@@ -82,4 +82,18 @@ def test_unreachable_and_journal_field():
 def test_check_mode_says_what_would_change():
     lines = format_host("ct200", converged(), check=True)
     assert lines[0] == "ct200: ok (check mode: nothing was changed), release 38daf6d080f8bba8"
-    assert "  would change in sglang_venv: Install the locked package set (uv pip sync)" in lines
+    assert "  tasks that would change in sglang_venv: Install the locked package set (uv pip sync)" in lines
+
+
+def test_the_roles_own_words_come_first_and_replace_already_converged():
+    rec = converged()
+    rec.report["changes"] = ["release bbbb replaces aaaa: packages: torch 2.9.1+cu128 -> 2.11.0+cu130",
+                             "env file /etc/dflash/a.env (contents not shown: it holds the API key)"]
+    lines = format_host("ct200", rec, check=True)
+    assert lines[1:3] == ["  would change: release bbbb replaces aaaa: packages: torch 2.9.1+cu128 -> 2.11.0+cu130",
+                          "  would change: env file /etc/dflash/a.env (contents not shown: it holds the API key)"]
+    quiet = HostRecord()
+    quiet.report = {"release": "bbbb", "changes": ["launcher sglang-dflash-launch"]}
+    lines = format_host("ct200", quiet)
+    assert "  changed: launcher sglang-dflash-launch" in lines
+    assert not any("nothing (already converged)" in line for line in lines)
