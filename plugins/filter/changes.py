@@ -107,8 +107,8 @@ def service_changes(env=None, dropin=None, unit=None, launcher=None, flip=None, 
     out += [f"env file {config_dir}/{n}.env (contents not shown: it holds the API key)"
             for n in _changed_labels(env, _instance_name)]
     out += [f"GPU drop-in of sglang-dflash@{n}.service" for n in _changed_labels(dropin, _instance_name)]
-    out += ["unit template sglang-dflash@.service" for _ in _changed_labels(unit, lambda _i: "")]
-    out += ["launcher sglang-dflash-launch" for _ in _changed_labels(launcher, lambda _i: "")]
+    out += ["unit template sglang-dflash@.service" for _label in _changed_labels(unit, lambda _i: "")]
+    out += ["launcher sglang-dflash-launch" for _label in _changed_labels(launcher, lambda _i: "")]
     switched = [str(name) for name in unbuilt or []] or _changed_labels(flip, _instance_name)
     if switched:
         out.append(f"current -> release {release_id} for {', '.join(switched)} (restart)")
@@ -162,7 +162,7 @@ def overlay_changes(lines, label) -> list:
     adds and replaces, and which hand-edited files it restores."""
     kinds = {"add": [], "replace": [], "drift": []}
     for line in lines or []:
-        kind, _, path = str(line).partition(" ")
+        kind, _sep, path = str(line).partition(" ")
         if kind in kinds and path:
             kinds[kind].append(path)
     parts = [f"{len(kinds['add'])} files added"] if kinds["add"] else []

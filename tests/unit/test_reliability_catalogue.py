@@ -65,7 +65,7 @@ def resolve(ref, last_file=None):
     if ref.startswith("test_") and not ref.partition("::")[0].endswith(".py"):
         assert last_file is not None, f"{ref}: a test name with no file named before it"
         return "path", last_file, ref
-    file_part, _, func = ref.partition("::")
+    file_part, _sep, func = ref.partition("::")
     if "/" not in file_part and not file_part.endswith(".py"):
         return "scenario", file_part, None
     candidate = REPO / file_part
