@@ -6,12 +6,13 @@ PY := $(VENV)/bin/python
 FIXTURES := build/fixtures
 PYTEST_ARGS ?=
 
-.PHONY: help setup pins lint fixtures unit integration fixture-tests chain sanity test bench bench-venv clean \
+.PHONY: help setup pins lint fixtures unit integration fixture-tests chain sanity collection test bench bench-venv clean \
 	lab-up lab-down lab-status lab-test molecule demo
 
 help:
 	@echo "make setup     toolchain venv (.venv) with uv from requirements/toolchain.txt"
 	@echo "make test      everything CI runs: lint, fixtures, unit, fixture chain, sanity"
+	@echo "make collection  build the collection tarball, install it into a clean path, ansible-doc from there"
 	@echo "make fixtures  build the fixture packages into $(FIXTURES) (wheelhouse + simple index)"
 	@echo "make bench     benchmarks (not part of make test)"
 	@echo "make lab-up    start the lab: systemd+sshd hosts ct129, ct200 in podman (LAB_TARGETS=N adds ct201…)"
@@ -48,12 +49,18 @@ integration: fixtures
 fixture-tests: fixtures
 	$(VENV)/bin/pytest -q tests/fixtures $(PYTEST_ARGS)
 
-# The seeds' failure chain (a)-(f), end to end in uv venvs from the fixture index.
+# The incident's failure chain (a)-(f), end to end in uv venvs from the fixture index.
 chain: fixtures
 	$(VENV)/bin/pytest -q tests/chain $(PYTEST_ARGS)
 
 sanity: setup
 	bash tools/sanity.sh
+
+# The collection as an operator gets it: ansible-galaxy collection build (no lab or
+# dev files in the tarball), install into a clean path, ansible-doc of every module
+# and role from the installed copy (tools/collection_check.py).
+collection: setup
+	$(PY) tools/collection_check.py
 
 # The lab (tools/lab/lab.py): podman hosts with systemd, sshd and the fixture
 # NVIDIA driver on their own network, the fixture index on its gateway.
@@ -98,7 +105,7 @@ mutate: fixtures
 	$(PY) tests/unit/mutation/mutate.py $(MUTATE_FILES)
 
 # Every stage in order, each timed (tools/run_stages.sh prints the table).
-TEST_STAGES := lint fixtures unit integration fixture-tests chain sanity lab-test molecule
+TEST_STAGES := lint fixtures unit integration fixture-tests chain sanity collection lab-test molecule
 
 test: setup
 	@bash tools/run_stages.sh $(TEST_STAGES)

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
-# Copyright: dflash.deploy maintainers
-# Apache-2.0 (see galaxy.yml)
+# Copyright: (c) 2025, dflash.deploy contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Filters behind playbooks/audit.yml: what each host/venv holds, and where they differ.
 
 ``audit_columns`` turns what the audit play registered on each host (pkg_probe per venv,

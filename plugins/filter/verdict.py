@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
-# Copyright: dflash.deploy maintainers
-# Apache-2.0 (see galaxy.yml)
+# Copyright: (c) 2025, dflash.deploy contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The release verdict: is a built release "verified" (docs/architecture.md)?
 
     findings = probe | dflash.deploy.release_findings(abi_results, superseded, requirements, cuda_major)

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2025, dflash.deploy contributors
-# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Installed distributions of a site-packages directory, read from their
 ``*.dist-info`` files with the standard library only (METADATA headers,
 INSTALLER, top_level.txt, RECORD), and the import names that more than one

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2025, dflash.deploy contributors
-# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """List the GPU architectures in an ELF's ``.nv_fatbin`` section, without cuobjdump.
 
 The section holds one or more fatbin blobs, 8-byte aligned with zero padding

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2025, dflash.deploy contributors
-# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """GPU facts from nvidia-smi and a smoke test through the CUDA driver API.
 
 The smoke test needs no torch: ctypes on ``libcuda.so.1`` (cuInit, device,

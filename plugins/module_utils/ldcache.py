@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2025, dflash.deploy contributors
-# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """What "the system" provides to the dynamic loader: the ld.so cache
 (``/etc/ld.so.cache``, glibc's new format, possibly behind the old one), the
 directories of ``ld.so.conf`` and the default trusted directories.  A root

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
-# Copyright: (c) 2025, dflash.deploy maintainers
-# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# Copyright: (c) 2025, dflash.deploy contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """RECORD files of installed distributions: parse, validate, hash, verify, write.
 
 A RECORD line is ``path,algo=urlsafe-b64-digest-without-padding,size`` with

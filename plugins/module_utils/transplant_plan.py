@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
-# Copyright: (c) 2025, dflash.deploy maintainers
-# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# Copyright: (c) 2025, dflash.deploy contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The ownership-aware transplant plan: what arrives, what leaves, what stays.
 
 Inputs are the selected source distributions, the destination venv and the
@@ -195,7 +195,7 @@ class _DestTree:
         # site-packages and bin/ lie in the venv root, and so do the wheel
         # data-scheme files (share/, include/) that RECORD may place there.
         self.roots = (os.path.realpath(dest.root), os.path.realpath(dest.site_packages), os.path.realpath(dest.bin))
-        self.seeds = {dest.root: self.roots[0], dest.site_packages: self.roots[1], dest.bin: self.roots[2]}
+        self.known_roots = {dest.root: self.roots[0], dest.site_packages: self.roots[1], dest.bin: self.roots[2]}
         self.dirs = {}  # directory -> (real path, listing or None when it does not exist)
         self.checked = set()
         self.missing = []  # directories that do not exist, parents first
@@ -205,8 +205,8 @@ class _DestTree:
         if info is not None:
             return info
         parent, dummy, name = directory.rpartition("/")
-        if directory in self.seeds or not parent or not name:
-            real = self.seeds.get(directory) or os.path.realpath(directory)
+        if directory in self.known_roots or not parent or not name:
+            real = self.known_roots.get(directory) or os.path.realpath(directory)
             info = (real, _scan(directory))
         else:
             parent_real, parent_listing = self._dir(parent)

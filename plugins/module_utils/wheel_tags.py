@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
-# Copyright: (c) 2025, dflash.deploy maintainers
-# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# Copyright: (c) 2025, dflash.deploy contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Does an installed distribution's wheel tag fit the destination interpreter?
 
 The ``Tag:`` lines of a dist-info ``WHEEL`` file (``cp311-cp311-linux_x86_64``,

@@ -1,7 +1,7 @@
 #!/usr/bin/python
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2025, dflash.deploy contributors
-# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 
 from __future__ import absolute_import, division, print_function
 
@@ -130,7 +130,7 @@ EXAMPLES = r"""
   dflash.deploy.abi_check:
     venv: /srv/build/venv
     gpu_compute_capabilities: ["12.0"]
-    system_root: /srv/images/ct200
+    system_root: /srv/images/gpu-host
     fail_on_error: false
   register: abi
 

@@ -1,7 +1,7 @@
 """Run processes where "the system" provides no CUDA libraries.
 
 These machines register the CUDA 13 toolkit in the ld.so cache, so
-`libcudart.so.13` resolves system-wide and the seeds' "cannot open shared
+`libcudart.so.13` resolves system-wide and the incident's "cannot open shared
 object file" could never happen in a plain process here. A GPU host with only
 a driver has no toolkit in its cache: that is what these helpers recreate.
 

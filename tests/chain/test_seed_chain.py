@@ -1,4 +1,4 @@
-"""The seeds' failure chain, reproduced for real.
+"""The incident's failure chain, reproduced for real.
 
 Every venv here is made by uv from the fixture index served over HTTP on
 loopback; every server and import runs in a private mount namespace whose
@@ -14,7 +14,7 @@ DFLASH_ARGS = ("--speculative-algorithm", "DFLASH", "--speculative-num-draft-tok
 
 
 def overlay_dflash(fixture_build, venv):
-    """What the seeds did by hand: copy the DFlash branch's sglang sources over PyPI's."""
+    """What was done by hand in the incident: copy the DFlash branch's sglang sources over PyPI's."""
     src = fixture_build / "dflash-src" / "python" / "sglang"
     assert (src / "srt" / "speculative" / "dflash_worker.py").is_file()
     shutil.copytree(src, venv.site / "sglang", dirs_exist_ok=True)
@@ -64,7 +64,7 @@ def test_b_dflash_overlay_needs_sglang_kernel(new_venv, fixture_build, gpu_host,
 
 
 def test_c_cu13_kernel_beside_cu128_torch_misses_libcudart13(new_venv, fixture_build, gpu_host, launch, models):
-    """The seeds' state after `uv pip install sglang-kernel==0.4.2` on the
+    """The incident's state after `uv pip install sglang-kernel==0.4.2` on the
     training torch: same torch version (no symbol errors), other CUDA."""
     venv = pypi_sglang_venv(new_venv)
     overlay_dflash(fixture_build, venv)

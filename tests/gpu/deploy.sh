@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The deploy path on a real GPU host (issue steps 1-3 and 5), on a lent H200:
+# The deploy path on a real GPU host such as an H200 (validation steps 1-3 and 5):
 # a real torch 2.11.0+cu130 venv, a real NVIDIA driver, no systemd, no network.
 #
 #   tests/gpu/deploy.sh            # from the repo root; results in $OUT (default /tmp/gpu-deploy-out)
@@ -34,7 +34,7 @@ STEPS=${STEPS:-stage,deploy,again,start,pinoff}
 WHEELHOUSE=${WHEELHOUSE:-$CARRY/deploy-wheelhouse}
 ROOT=${ROOT:-}            # prefix of every host path (a rehearsal without a GPU uses a scratch root)
 EXTRA_SKIP=${EXTRA_SKIP:-}  # more tags to skip (a rehearsal without a GPU skips preflight,sglang_service)
-NGPU=${NGPU:-1}             # 2: two instances on GPU 0 and GPU 1 (issue step 4, two lent H200s)
+NGPU=${NGPU:-1}             # 2: two instances on GPU 0 and GPU 1 (validation step 4, two GPUs)
 INSTANCES="qwen3-8b"
 [ "$NGPU" -ge 2 ] && INSTANCES="qwen3-8b qwen3-8b-b"
 INSTANCE=qwen3-8b           # the first one: pin-off and kernel checks use it

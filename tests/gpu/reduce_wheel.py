@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Rebuild a wheel keeping only named members, with a regenerated RECORD.
 
-Real kernel wheels are far larger than what can travel to a lent GPU machine
+Real kernel wheels are far larger than what can travel to a GPU host
 (sglang-kernel 0.4.2 is 326 MB, sgl-kernel 0.3.21 536 MB), while what a test
 needs is their Python files and one or two of their libraries. This keeps:
 

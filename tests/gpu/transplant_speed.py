@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """site_packages_transplant against cp -a / cp -al, like for like, on a real torch venv.
 
-Run on a lent H200 (or any host with a real torch/triton/nvidia venv):
+Run on a GPU host such as an H200 (or any host with a real torch/triton/nvidia venv):
 
     python3 tests/gpu/transplant_speed.py --venv /opt/torch/.venv --out $OUT \
         --site /tmp/site [--collection DIR] [--rounds 3] [--budget-s 420]

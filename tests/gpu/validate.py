@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Real-GPU validation of the dflash.deploy modules (run on a lent H200).
+"""Real-GPU validation of the dflash.deploy modules (run on a GPU host, e.g. an H200).
 
 Runs from the repo root on a machine with a real NVIDIA driver and a real
 torch 2.11.0+cu130 venv (the device's /opt/torch/.venv, Python 3.12), no

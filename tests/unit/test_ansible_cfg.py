@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-PATH_KEYS = {"inventory", "collections_path", "roles_path"}
+PATH_KEYS = {"inventory", "collections_path"}
 
 
 def settings(path: Path) -> dict:
@@ -25,3 +25,9 @@ def test_playbooks_cfg_matches_the_root_cfg():
     root, sub = settings(REPO / "ansible.cfg"), settings(REPO / "playbooks" / "ansible.cfg")
     assert root == sub
     assert root[("defaults", "inventory")] == str(REPO / "inventory" / "lab.yml")
+
+
+def test_roles_resolve_by_fqcn_only():
+    # No roles_path: every play names its roles dflash.deploy.<role>, as an installed collection needs.
+    for path in (REPO / "ansible.cfg", REPO / "playbooks" / "ansible.cfg"):
+        assert not any(key == "roles_path" for (section, key) in settings(path)), path

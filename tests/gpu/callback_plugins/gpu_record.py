@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
-# Copyright: (c) 2025, dflash.deploy maintainers
-# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# Copyright: (c) 2025, dflash.deploy contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Record every task result of a run as one JSON line (tests/gpu only, not shipped).
 
 Enabled by tests/gpu/deploy.sh with ANSIBLE_CALLBACK_PLUGINS=tests/gpu/callback_plugins,

@@ -1,4 +1,4 @@
-"""The seeds' failures, on the fixture packages in uv venvs: each asserts the finding kind and the one-line message,
+"""The incident's failures, on the fixture packages in uv venvs: each asserts the finding kind and the one-line message,
 and the static verdict is compared with a real import (fixture driver on LD_LIBRARY_PATH)."""
 from __future__ import annotations
 

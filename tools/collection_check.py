@@ -1,0 +1,109 @@
+#!/usr/bin/env python3
+"""make collection: the collection as an operator gets it.
+
+Builds the tarball with `ansible-galaxy collection build`, refuses lab and
+development files in it (galaxy.yml's build_ignore), installs it offline into
+a clean collections path, and renders every module and role with `ansible-doc`
+from that installed copy, with no checkout configuration in sight (the work
+directory is a fresh temporary one, ANSIBLE_CONFIG points at an empty file).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+VENV_BIN = REPO / ".venv" / "bin"
+
+# Paths (relative to the collection root) that must not ship: the lab, dev tooling, docs.
+FORBIDDEN_PREFIXES = (
+    "ansible.cfg", "playbooks/ansible.cfg", "inventory/lab.yml", "inventory/group_vars/",
+    "docs/", "extensions/", "tools/", "bench/", "build/", "requirements/", "Makefile", "pyproject.toml",
+    "tests/lab/", "tests/chain/", "tests/fixtures/", "tests/integration/", "tests/gpu/", "tests/conftest.py",
+    "tests/unit/mutation/", "deploy_dflash.yml",
+)
+# What an operator needs from it (README: "Deploying to production").
+REQUIRED = (
+    "MANIFEST.json", "FILES.json", "LICENSE", "README.md", "meta/runtime.yml", "inventory/production.example.yml",
+    "playbooks/deploy_dflash.yml", "playbooks/stage_artifacts.yml", "playbooks/audit.yml", "playbooks/rollback.yml",
+)
+
+
+def run(cmd: list, env: dict, cwd: Path) -> str:
+    proc = subprocess.run([str(c) for c in cmd], env=env, cwd=cwd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        sys.exit(f"collection: {' '.join(map(str, cmd))} failed (rc {proc.returncode})\n"
+                 f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    return proc.stdout
+
+
+def members(tarball: Path) -> list[str]:
+    with tarfile.open(tarball) as tar:
+        return [m.name.removeprefix("./") for m in tar.getmembers()]
+
+
+def check_contents(names: list[str]) -> list[str]:
+    problems = [f"ships {n}" for n in names
+                if any(n == p.rstrip("/") or n.startswith(p) for p in FORBIDDEN_PREFIXES)
+                or n.startswith(".") or "__pycache__" in n.split("/") or n.endswith(".pyc")]
+    problems += [f"lacks {r}" for r in REQUIRED if r not in names]
+    return problems
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--keep", type=Path, help="build and install under this directory and keep it")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="dflash-collection.") as tmp:
+        work = args.keep or Path(tmp)
+        work.mkdir(parents=True, exist_ok=True)
+        empty_cfg = work / "empty.cfg"
+        empty_cfg.write_text("[defaults]\n")
+        colls = work / "collections"
+        env = {
+            "PATH": f"{VENV_BIN}:/usr/bin:/bin", "HOME": str(work), "LANG": "C.UTF-8",
+            "ANSIBLE_CONFIG": str(empty_cfg), "ANSIBLE_COLLECTIONS_PATH": str(colls),
+            "ANSIBLE_NOCOLOR": "1", "ANSIBLE_LOCAL_TEMP": str(work / "tmp"),
+            "ANSIBLE_HOME": str(work / "ansible-home"),
+        }
+        run([VENV_BIN / "ansible-galaxy", "collection", "build", "--force", "--output-path", work, REPO], env, work)
+        tarball = next(work.glob("dflash-deploy-*.tar.gz"))
+        names = members(tarball)
+        problems = check_contents(names)
+        if problems:
+            sys.exit("collection: the tarball is wrong:\n  " + "\n  ".join(problems))
+        run([VENV_BIN / "ansible-galaxy", "collection", "install", "--offline", "--force", "-p", colls, tarball],
+            env, work)
+        installed = colls / "ansible_collections" / "dflash" / "deploy"
+        if installed.is_symlink() or not (installed / "MANIFEST.json").is_file():
+            sys.exit(f"collection: no installed copy at {installed}")
+        modules = sorted(p.stem for p in (installed / "plugins" / "modules").glob("*.py") if p.stem != "__init__")
+        roles = sorted(p.name for p in (installed / "roles").iterdir() if (p / "meta" / "argument_specs.yml").is_file())
+        for name in modules:
+            out = run([VENV_BIN / "ansible-doc", "-t", "module", f"dflash.deploy.{name}"], env, work)
+            if str(installed) not in out and "dflash.deploy" not in out:
+                sys.exit(f"collection: ansible-doc dflash.deploy.{name} did not render from {installed}")
+            if ("EXAMPLES" not in out) or ("RETURN VALUES" not in out):
+                sys.exit(f"collection: ansible-doc dflash.deploy.{name} lacks EXAMPLES or RETURN VALUES")
+        for name in roles:
+            out = run([VENV_BIN / "ansible-doc", "-t", "role", f"dflash.deploy.{name}"], env, work)
+            if "ENTRY POINT" not in out:
+                sys.exit(f"collection: ansible-doc -t role dflash.deploy.{name} rendered no entry point")
+        listed = run([VENV_BIN / "ansible-doc", "-t", "module", "-l", "dflash.deploy"], env, work)
+        missing = [m for m in modules if f"dflash.deploy.{m}" not in listed]
+        if missing:
+            sys.exit(f"collection: ansible-doc -l does not list {missing}")
+        size = os.path.getsize(tarball)
+        print(f"collection: {tarball.name} ({size // 1024} KiB, {len(names)} entries) has no lab or dev files; "
+              f"installed offline; ansible-doc renders {len(modules)} modules ({', '.join(modules)}) and "
+              f"{len(roles)} roles ({', '.join(roles)}) from the installed copy")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
