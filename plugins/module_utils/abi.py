@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: (c) 2025, dflash.deploy contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """abi_check's logic: will the compiled extensions of a package load and run
@@ -12,9 +11,7 @@ against the GPUs' compute capabilities; check the GLIBC_/GLIBCXX_ versions
 required against the libraries that will provide them.
 """
 
-from __future__ import absolute_import, annotations, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import os
 import platform

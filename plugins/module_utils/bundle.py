@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: (c) 2025, dflash.deploy contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Transplant bundles: one uncompressed tar plus a manifest.
@@ -20,9 +19,6 @@ the tar, and each distribution's own RECORD agrees with the manifest.
 Standard library only.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
 
 import hashlib
 import io

@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: (c) 2025, dflash.deploy contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """CUDA compatibility rules: which CUDA major a library was built for, which
@@ -13,9 +12,7 @@ GPU code runs on which compute capability.
   unless it is arch- or family-specific.
 """
 
-from __future__ import absolute_import, annotations, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import re
 

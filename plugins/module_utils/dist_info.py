@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: (c) 2025, dflash.deploy contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Installed distributions (``*.dist-info``) of a site-packages, read from files.
@@ -10,9 +9,6 @@ METADATA and WHEEL are RFC 822 headers, read with the standard library's
 reads them.  Standard library only.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
 
 import fnmatch
 import os
@@ -139,7 +135,7 @@ def list_dists(site_packages):
         name = version = None
         try:
             name, version = name_and_version(read_metadata(os.path.join(full, "METADATA")))
-        except (IOError, OSError):
+        except OSError:
             pass
         if not name or not version:
             stem = entry[: -len(".dist-info")]

@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: (c) 2025, dflash.deploy contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Installed distributions of a site-packages directory, read from their
@@ -8,9 +7,7 @@ distribution claims (``sgl_kernel`` from both ``sgl-kernel`` and
 ``sglang-kernel``).
 """
 
-from __future__ import absolute_import, annotations, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import base64
 import csv

@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: (c) 2025, dflash.deploy contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Read the parts of an ELF shared object that decide whether it loads.
@@ -12,9 +11,7 @@ symbol: real libtorch_cpu.so has about 100k) and the location of
 1 GB extension costs a few page faults.  Standard library only.
 """
 
-from __future__ import absolute_import, annotations, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import mmap
 import os

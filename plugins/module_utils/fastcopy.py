@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: (c) 2025, dflash.deploy contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Put files in place fast and without touching existing inodes.
@@ -11,9 +10,6 @@ from its cache) is never written to.  Data moves by hardlink, reflink
 calls release the GIL).  Standard library only.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
 
 import errno
 import fcntl

@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: (c) 2025, dflash.deploy contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """List the GPU architectures in an ELF's ``.nv_fatbin`` section, without cuobjdump.
@@ -13,9 +12,7 @@ marks an arch-specific (``sm_90a``) build, 0x200000 a family-specific one
 skipped by their sizes, so a 1 GB section costs a handful of reads.
 """
 
-from __future__ import absolute_import, annotations, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import struct
 

@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: (c) 2025, dflash.deploy contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Reading files that someone else wrote, without hanging or running out of memory.
@@ -12,9 +11,6 @@ it short.  Errors are ``OSError`` with a readable ``strerror`` so callers'
 ``except OSError`` paths report them.  Standard library only.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
 
 import errno
 import os

@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: (c) 2025, dflash.deploy contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Finding kinds, their severity, and the one-line root-cause message.
@@ -9,9 +8,7 @@ unused): a problem in a library loaded at import is an error, in one loaded
 lazily per feature a warning unless that feature is configured.
 """
 
-from __future__ import absolute_import, annotations, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 ERROR = "error"
 WARNING = "warning"

@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: (c) 2025, dflash.deploy contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """GPU facts from nvidia-smi and a smoke test through the CUDA driver API.
@@ -9,9 +8,7 @@ timeout, so a dead GPU is reported and a hung one is killed instead of
 waited on.  Other processes on the GPU are not disturbed by 1 MiB.
 """
 
-from __future__ import absolute_import, annotations, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import json
 import os

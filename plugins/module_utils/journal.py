@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: (c) 2025, dflash.deploy contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The transplant journal: which phase an interrupted run reached.
@@ -24,9 +23,6 @@ before it; file data is only fsynced when asked (see the module docs).
 Standard library only.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
 
 import errno
 import fcntl
@@ -202,7 +198,7 @@ class Journal:
             return None
         try:
             state = json.loads(read_regular(self.path, MAX_STATE_FILE_BYTES, nofollow=True).decode("utf-8"))
-        except (IOError, OSError) as exc:
+        except OSError as exc:
             if exc.errno == errno.ENOENT:
                 return None
             raise JournalError("journal %s is unreadable: %s" % (self.path, exc.strerror or exc)) from exc
@@ -219,7 +215,7 @@ class Journal:
         plan_path = os.path.join(self.state_dir, state["plan"])
         try:
             plan = json.loads(read_regular(plan_path, MAX_STATE_FILE_BYTES, nofollow=True).decode("utf-8"))
-        except (IOError, OSError) as exc:
+        except OSError as exc:
             raise JournalError("plan %s of the interrupted run is unreadable: %s"
                                % (plan_path, exc.strerror or exc)) from exc
         except ValueError as exc:

@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: (c) 2025, dflash.deploy contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """What "the system" provides to the dynamic loader: the ld.so cache
@@ -7,9 +6,7 @@ directories of ``ld.so.conf`` and the default trusted directories.  A root
 other than ``/`` reads another host's tree (paths are prefixed with it).
 """
 
-from __future__ import absolute_import, annotations, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import glob
 import os

@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: (c) 2025, dflash.deploy contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Resolve DT_NEEDED the way glibc's ld.so does, inside a Python process that
@@ -18,9 +17,7 @@ Search order for a name without '/', as in ld.so(8):
 ``$ORIGIN`` expands to the directory of the requesting object.
 """
 
-from __future__ import absolute_import, annotations, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import fnmatch
 import glob

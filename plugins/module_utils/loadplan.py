@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: (c) 2025, dflash.deploy contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """When a package loads each of its extension libraries.
@@ -13,9 +12,7 @@ these GPUs), whether a configured feature requires it, and the GPUs that
 would load it (its SM code is checked against those only).
 """
 
-from __future__ import absolute_import, annotations, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import os
 

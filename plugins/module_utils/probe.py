@@ -1,17 +1,14 @@
-# -*- coding: utf-8 -*-
 # Copyright: (c) 2025, dflash.deploy contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """pkg_probe's logic: what is installed in a venv and whether the GPUs work."""
 
-from __future__ import absolute_import, annotations, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import time
 
 from ansible_collections.dflash.deploy.plugins.module_utils import distributions as D
-from ansible_collections.dflash.deploy.plugins.module_utils.dist_info import normalize_name
 from ansible_collections.dflash.deploy.plugins.module_utils import gpu as G
+from ansible_collections.dflash.deploy.plugins.module_utils.dist_info import normalize_name
 from ansible_collections.dflash.deploy.plugins.module_utils.imports import import_many, service_env
 from ansible_collections.dflash.deploy.plugins.module_utils.requirements import check as check_requirements
 from ansible_collections.dflash.deploy.plugins.module_utils.torch_facts import torch_facts

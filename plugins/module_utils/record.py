@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: (c) 2025, dflash.deploy contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """RECORD files of installed distributions: parse, validate, hash, verify, write.
@@ -14,9 +13,6 @@ Nothing may leave the venv.
 Standard library only.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
 
 import base64
 import csv
@@ -166,7 +162,7 @@ def read_record(path, strict=True):
     """Entries of the RECORD file at path (a regular file, bounded); RecordError names the file."""
     try:
         data = read_regular(path, MAX_RECORD_BYTES)
-    except (IOError, OSError) as exc:
+    except OSError as exc:
         raise RecordError("cannot read %s: %s" % (path, exc.strerror or exc)) from exc
     try:
         return parse_record(decode_record(data, path, strict))

@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: (c) 2025, dflash.deploy contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Unsatisfied requirements, pip-check style.
@@ -15,9 +14,7 @@ specifier contains, pre-releases included.  tests/unit compares the result
 with pip's own check on real venvs.
 """
 
-from __future__ import absolute_import, annotations, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import re
 import subprocess

@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: (c) 2025, dflash.deploy contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """torch build facts read from its files, without importing torch.
@@ -8,9 +7,7 @@ dist-info may say ``2.11.0`` while the build is ``2.11.0+cu130``) and
 ``cuda``; the dist-info gives the installed distribution's version.
 """
 
-from __future__ import absolute_import, annotations, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import os
 import re

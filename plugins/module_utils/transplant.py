@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: (c) 2025, dflash.deploy contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """site_packages_transplant without Ansible: transplant() and pack_bundle().
@@ -7,9 +6,6 @@ Both return the module's result dict and raise TransplantError with a
 message a person can act on.  Standard library only.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
 
 import errno
 import gc
@@ -29,12 +25,12 @@ from ansible_collections.dflash.deploy.plugins.module_utils.journal import (
 from ansible_collections.dflash.deploy.plugins.module_utils.record import resolve
 from ansible_collections.dflash.deploy.plugins.module_utils.transplant_plan import PlanError, build_plan
 from ansible_collections.dflash.deploy.plugins.module_utils.transplant_run import RunError, Runner, new_run_id
-from ansible_collections.dflash.deploy.plugins.module_utils.venv import VenvError, open_venv
 from ansible_collections.dflash.deploy.plugins.module_utils.transplant_source import (
     BundleSource,
     SourceError,
     VenvSource,
 )
+from ansible_collections.dflash.deploy.plugins.module_utils.venv import VenvError, open_venv
 
 
 class TransplantError(Exception):
@@ -112,7 +108,7 @@ def _transplant(dest, src, bundle, distributions, remove, link, keep_backups, do
             journal.lock()
     except _KNOWN as exc:
         raise TransplantError(str(exc)) from exc
-    except (OSError, IOError) as exc:
+    except OSError as exc:
         raise TransplantError(_os_message(exc, dest_venv.root), errno=exc.errno) from exc
     try:
         return _locked(journal, dest_venv, src, bundle, distributions, remove, link, keep_backups, do_fsync,
@@ -177,7 +173,7 @@ def _locked(journal, dest_venv, src, bundle, distributions, remove, link, keep_b
         runner.execute(plan)
     except _KNOWN as exc:
         raise TransplantError(str(exc)) from exc
-    except (OSError, IOError) as exc:
+    except OSError as exc:
         raise TransplantError(_os_message(exc, dest_venv.root), errno=exc.errno) from exc
     return _finish(result, placer, runner, plan, runner.guard)
 
@@ -316,7 +312,7 @@ def pack_bundle(src, bundle, distributions, check_mode=False, workers=None):
         raise TransplantError("directory %s for the bundle does not exist" % parent)
     try:
         pack(bundle, src_venv.root, src_venv.version, items)
-    except (BundleError, OSError, IOError) as exc:
+    except (BundleError, OSError) as exc:
         raise TransplantError("writing bundle %s failed: %s" % (bundle, exc)) from exc
     result["size"] = os.path.getsize(bundle)
     return result

@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: (c) 2025, dflash.deploy contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The ownership-aware transplant plan: what arrives, what leaves, what stays.
@@ -23,9 +22,6 @@ file present with the source's size and mtime) is ``unchanged`` and costs
 only stats.  Standard library only.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
 
 import os
 import stat
@@ -42,7 +38,6 @@ from ansible_collections.dflash.deploy.plugins.module_utils.record import (
 )
 from ansible_collections.dflash.deploy.plugins.module_utils.transplant_source import rewrite_script
 from ansible_collections.dflash.deploy.plugins.module_utils.wheel_tags import check_tags
-
 
 SAFE_MODE = 0o755
 

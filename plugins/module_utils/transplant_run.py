@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: (c) 2025, dflash.deploy contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Carry out a transplant plan under the journal; finish or roll back an interrupted one.
@@ -18,9 +17,6 @@ temp files removed); at 5-6 it is finished.  Both are idempotent, so a crash
 during recovery is recovered by the next run too.  Standard library only.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
 
 import errno
 import os

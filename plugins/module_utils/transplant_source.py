@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: (c) 2025, dflash.deploy contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Where transplanted distributions come from: another venv, or a bundle.
@@ -9,24 +8,21 @@ bytes are (a path, or an offset into the bundle tar) with size, mode and
 mtime.  Loading stats files but never hashes them.  Standard library only.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
 
 import hashlib
 import os
 from stat import S_ISLNK, S_ISREG
 
 from ansible_collections.dflash.deploy.plugins.module_utils.bundle import Bundle, BundleError
-from ansible_collections.dflash.deploy.plugins.module_utils.fileio import kind_of, read_regular
 from ansible_collections.dflash.deploy.plugins.module_utils.dist_info import (
+    MAX_SMALL_FILE_BYTES,
     list_dists,
     name_matches,
-    MAX_SMALL_FILE_BYTES,
     normalize_name,
     parse_wheel_tags,
     read_wheel_tags,
 )
+from ansible_collections.dflash.deploy.plugins.module_utils.fileio import kind_of, read_regular
 from ansible_collections.dflash.deploy.plugins.module_utils.record import (
     BIN_PREFIX,
     RecordError,
@@ -117,7 +113,7 @@ class VenvSource:
             tags = []
             try:
                 tags = read_wheel_tags(dist.file("WHEEL"))
-            except (IOError, OSError):
+            except OSError:
                 pass
             files = {}
             site_packages = self.venv.site_packages

@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: (c) 2025, dflash.deploy contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Where a virtual environment keeps its interpreter and site-packages, read
@@ -10,9 +9,7 @@ Two readers for two needs: ``locate`` is lenient and describes what is there
 (site_packages_transplant writes into it).
 """
 
-from __future__ import absolute_import, annotations, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import glob
 import os
@@ -41,7 +38,7 @@ def read_pyvenv_cfg(venv):
             key, sep, value = line.partition("=")
             if sep:
                 cfg[key.strip().lower()] = value.strip()
-    except (IOError, OSError):
+    except OSError:
         return None
     return cfg
 

@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: (c) 2025, dflash.deploy contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Does an installed distribution's wheel tag fit the destination interpreter?
@@ -10,9 +9,6 @@ another Python ABI would install cleanly and then fail at import, so the
 transplant refuses it up front.  Standard library only.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
 
 import platform
 import re

@@ -1,17 +1,12 @@
 #!/usr/bin/python
-# -*- coding: utf-8 -*-
 # Copyright: (c) 2025, dflash.deploy contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
 
 DOCUMENTATION = r"""
 ---
 module: abi_check
 short_description: Decide statically whether compiled Python extensions will load and run in a venv
-version_added: "1.0.0"
+version_added: "0.1.0"
 description:
   - For every ELF file of the named packages (default C(sgl_kernel)), decides from the files alone whether it
     will load and run, reading only section headers, C(.dynamic), C(.dynsym)/C(.dynstr), C(.gnu.version_r) and
@@ -35,10 +30,6 @@ description:
 author:
   - dflash.deploy contributors (@dflash)
 options:
-  venv:
-    description: Path of the virtual environment to check.
-    type: path
-    required: true
   packages:
     description: Import packages or distribution names whose ELF files to check.
     type: list
@@ -66,6 +57,7 @@ options:
   system_library_dirs:
     description:
       - Explicit list of system library directories to search, in order, instead of an ld.so cache.
+      - Mutually exclusive with O(system_root).
     type: list
     elements: path
   features:
@@ -87,27 +79,12 @@ options:
         opinion. A failed import is an error finding (C(import_failed)).
     type: bool
     default: false
-  import_timeout:
-    description: Seconds the import test may take.
-    type: int
-    default: 120
   fail_on_error:
     description: Fail the task when the check finds an error. With C(false), read RV(compatible) instead.
     type: bool
     default: true
 extends_documentation_fragment:
-  - ansible.builtin.action_common_attributes
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-  platform:
-    support: full
-    platforms: posix
-    description: Runs on the Linux GPU host whose venv it reads.
-requirements:
-  - Python 3.8 or newer on the managed host.
+  - dflash.deploy.venv_reader
 notes:
   - Python loads extensions with C(RTLD_NOW), so every non-weak undefined symbol is looked up in the
     library's load scope (torch's libraries, its own NEEDED closure); missing C(c10::)/C(at::)/C(torch::)
@@ -291,13 +268,12 @@ def main():
             import_timeout=dict(type="int", default=120),
             fail_on_error=dict(type="bool", default=True),
         ),
+        mutually_exclusive=[("system_root", "system_library_dirs")],
         supports_check_mode=True,
     )
     if IMPORT_ERROR:
         module.fail_json(msg="dflash.deploy module_utils could not be imported", exception=IMPORT_ERROR)
     p = module.params
-    if p["system_library_dirs"] is not None and p["system_root"] not in (None, "/"):
-        module.fail_json(msg="system_root and system_library_dirs are mutually exclusive")
     problem = check_environment(p["environment"]) or check_timeouts(import_timeout=p["import_timeout"])
     if problem:
         module.fail_json(msg=problem, changed=False)

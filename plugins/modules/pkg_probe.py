@@ -1,17 +1,12 @@
 #!/usr/bin/python
-# -*- coding: utf-8 -*-
 # Copyright: (c) 2025, dflash.deploy contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
 
 DOCUMENTATION = r"""
 ---
 module: pkg_probe
 short_description: Report what is installed in a Python venv, and whether the GPUs work
-version_added: "1.0.0"
+version_added: "0.1.0"
 description:
   - Reads a venv's interpreter, site-packages and every installed distribution from its C(*.dist-info) files
     (name, version with local tag such as C(+cu130), installer, requirements, top-level import names) with the
@@ -34,20 +29,12 @@ description:
 author:
   - dflash.deploy contributors (@dflash)
 options:
-  venv:
-    description: Path of the virtual environment to probe.
-    type: path
-    required: true
   imports:
     description:
       - Module names to import with the venv's interpreter, each in its own subprocess.
     type: list
     elements: str
     default: []
-  import_timeout:
-    description: Seconds each import may take before it is reported as timed out.
-    type: int
-    default: 120
   distributions:
     description:
       - Limit the detailed fields (installer, requires, top-level names, RECORD file check) to these
@@ -79,18 +66,8 @@ options:
     type: path
     default: /dev
 extends_documentation_fragment:
-  - ansible.builtin.action_common_attributes
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-  platform:
-    support: full
-    platforms: posix
-    description: Runs on the Linux GPU host whose venv it reads.
+  - dflash.deploy.venv_reader
 requirements:
-  - Python 3.8 or newer on the managed host.
   - C(packaging) on the managed host, or C(uv) on its PATH, to evaluate requirements.
 notes:
   - The GPU smoke test allocates 1 MiB per GPU in a fresh context; a GPU another process uses is tested too.

@@ -1,11 +1,6 @@
 #!/usr/bin/python
-# -*- coding: utf-8 -*-
 # Copyright: (c) 2025, dflash.deploy contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
 
 DOCUMENTATION = r"""
 ---
@@ -115,6 +110,8 @@ options:
         verified). Costs a full read of the source.
     type: bool
     default: false
+requirements:
+  - Python 3.8 to 3.13 on the managed host (the versions the collection's sanity tests compile and import on).
 notes:
   - Crash safety covers the process being killed at any moment, not power loss unless O(fsync=true).
     See C(docs/modules/site_packages_transplant.md) in the collection for what is fsynced.
@@ -278,6 +275,7 @@ def main():
             ("state", "present", ["dest"]),
             ("state", "packed", ["src", "bundle", "distributions"]),
         ],
+        required_by={"src": ["distributions"]},
         supports_check_mode=True,
     )
     params = module.params
@@ -297,8 +295,8 @@ def main():
                 module.fail_json(msg="src and bundle are mutually exclusive with state=present")
             if not params["src"] and not params["bundle"] and (params["distributions"] or not params["remove"]):
                 module.fail_json(msg="state=present needs src or bundle (or only remove, to take distributions out)")
-            if params["src"] and not params["distributions"]:
-                module.fail_json(msg="distributions is required with src")
+            if params["src"] and not params["distributions"]:  # required_by lets an empty list through
+                module.fail_json(msg="distributions must name at least one distribution with src")
             result = transplant(
                 dest=params["dest"], src=params["src"], bundle=params["bundle"],
                 distributions=params["distributions"], remove=params["remove"], link=params["link"],
@@ -307,7 +305,7 @@ def main():
             )
     except TransplantError as exc:
         module.fail_json(msg=str(exc), elapsed=round(time.monotonic() - start, 4), **exc.details)
-    except (OSError, IOError) as exc:
+    except OSError as exc:
         module.fail_json(msg="%s: %s" % (getattr(exc, "filename", None) or "I/O error", exc.strerror or exc),
                          elapsed=round(time.monotonic() - start, 4))
     for text in result.get("warnings_list", []):

@@ -81,7 +81,7 @@ def test_abi_check_bad_options(tmp_path, capsys):
     res = run_module(abi_check, {"venv": str(tmp_path), "gpu_compute_capabilities": ["twelve"]}, capsys)
     assert res["failed"] is True and "not a compute capability" in res["msg"]
     res = run_module(abi_check, {"venv": str(tmp_path), "system_root": "/x", "system_library_dirs": ["/y"]}, capsys)
-    assert res["msg"] == "system_root and system_library_dirs are mutually exclusive"
+    assert res["msg"] == "parameters are mutually exclusive: system_root|system_library_dirs"
 
 
 def test_adhoc_command_and_ansible_doc():

@@ -244,7 +244,7 @@ def test_argument_errors(venvs):
     rc, result = run_module({"dest": str(dest), "src": str(src), "bundle": "/x", "distributions": ["torch"]})
     assert rc != 0 and "mutually exclusive" in result["msg"]
     rc, result = run_module({"dest": str(dest), "src": str(src)})
-    assert rc != 0 and "distributions is required" in result["msg"]
+    assert rc != 0 and "missing parameter(s) required by 'src': distributions" in result["msg"]
 
 
 def test_through_ansible_cli(venvs):
