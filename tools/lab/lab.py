@@ -416,8 +416,13 @@ def start_host(host: Host, image: str) -> bool:
     devices = ["--device", "/dev/null:/dev/nvidiactl"]
     for i in range(host.gpus):
         devices += ["--device", f"/dev/null:/dev/nvidia{i}"]
+    # CAP_SYS_ADMIN: systemd needs mount namespaces for a unit's sandboxing (ProtectSystem=,
+    # ReadWritePaths=, PrivateDevices=, PrivateTmp=, ...). Without it, systemd in a container
+    # starts the unit with none of them ("assuming containerized execution"), and a hardening
+    # setting that breaks the server on a real host would pass in the lab.
     podman("run", "-d", "--name", host.container, "--hostname", host.name,
            "--network", f"{host.network}:ip={host.address},mac={host.mac}", "--systemd=always",
+           "--cap-add", "SYS_ADMIN",
            "--label", f"{LABEL}=host", "--label", f"{LABEL}.name={host.name}",
            "--label", f"{LABEL}.checkout={REPO}",
            *devices, image, "/lib/systemd/systemd")
