@@ -1,0 +1,108 @@
+"""ldresolve's model of ``import torch`` that the cosmic-ray run of ldresolve.py found unguarded (issue 14).
+
+torch preloads the CUDA libraries of the nvidia-* wheels, in the order of the list in its __init__.py,
+when its own libraries fail to load (and, torch >= 2.6, always once libcudart is loaded), stopping at
+the first one that is absent. abi_check decides "which libcudart will the extension get" from this.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from ansible_collections.dflash.deploy.plugins.module_utils import ldresolve as L
+from ansible_collections.dflash.deploy.plugins.module_utils.ldcache import SystemLibraries
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import abi_native as N  # noqa: E402
+
+ALWAYS = 'if "libcudart.so" not in _maps:\n    _preload_cuda_deps()\n'
+
+
+def _init(torch_dir: Path, pairs, extra=""):
+    torch_dir.mkdir(parents=True, exist_ok=True)
+    body = "cuda_libs = {\n%s}\n" % "".join("    (%r, %r),\n" % p for p in pairs)
+    (torch_dir / "__init__.py").write_text(body + extra)
+
+
+def test_preload_plan_read_from_torch(tmp_path):
+    torch = tmp_path / "torch"
+    assert L.torch_preload_plan(str(torch)) == (list(L.DEFAULT_TORCH_PRELOADS), False)  # no __init__.py
+    _init(torch, [("cublas", "libcublas.so.*[0-9]"), ("plain", "libplain.so.1"), ("q", "libq.so.?")])
+    assert L.torch_preload_plan(str(torch)) == ([("cublas", "libcublas.so.*[0-9]"), ("q", "libq.so.?")], False)
+    _init(torch, [("cublas", "libcublas.so.*[0-9]")], ALWAYS)
+    assert L.torch_preload_plan(str(torch))[1] is True
+    _init(torch, [("cublas", "libcublas.so.*[0-9]")], ALWAYS.replace('"', "'"))
+    assert L.torch_preload_plan(str(torch))[1] is True
+    _init(torch, [("plain", "libplain.so.1")])  # no pattern at all: torch's known list
+    assert L.torch_preload_plan(str(torch)) == (list(L.DEFAULT_TORCH_PRELOADS), False)
+
+
+def test_preload_plan_reads_an_init_of_up_to_16_mib(tmp_path):
+    torch = tmp_path / "torch"
+    _init(torch, [("cublas", "libcublas.so.*[0-9]")])
+    init = torch / "__init__.py"
+    text = init.read_bytes()
+    init.write_bytes(text + b"#" * ((16 << 20) - len(text) - 1) + b"\n")
+    assert init.stat().st_size == 16 << 20
+    assert L.torch_preload_plan(str(torch))[0] == [("cublas", "libcublas.so.*[0-9]")]
+    with open(init, "ab") as handle:
+        handle.write(b"\n")
+    assert L.torch_preload_plan(str(torch)) == (list(L.DEFAULT_TORCH_PRELOADS), False)  # refused, not cut
+
+
+def test_preload_candidates_in_torchs_order(tmp_path):
+    site = tmp_path / "site"
+    for d in ("nvidia/cublas/lib", "nvidia/cu13/lib", "cublas/lib"):
+        (site / d).mkdir(parents=True)
+    for rel in ("nvidia/cublas/lib/libcublas.so.13", "nvidia/cublas/lib/libcublas.so.12",
+                "nvidia/cu13/lib/libcublas.so.13", "cublas/lib/libcublas.so.13"):
+        (site / rel).write_bytes(b"")
+    got = L._preload_candidates(str(site), "cublas", "libcublas.so.*[0-9]", 13)
+    assert [Path(p).relative_to(site).as_posix() for p in got] == [
+        "nvidia/cublas/lib/libcublas.so.12", "nvidia/cublas/lib/libcublas.so.13",
+        "nvidia/cu13/lib/libcublas.so.13", "cublas/lib/libcublas.so.13"]
+    assert len(L._preload_candidates(str(site), "cublas", "libcublas.so.*[0-9]", None)) == 3
+
+
+def _lib(path: Path, soname: str) -> Path:
+    return N.build_lib(path, "int %s_f(void){return 0;}" % soname.split(".")[0], soname=soname)
+
+
+def _resolver():
+    return L.Resolver(SystemLibraries("/", None), [])  # this host's libc and loader cache
+
+
+def test_failed_torch_load_preloads_the_first_candidate_of_each(tmp_path):
+    site = tmp_path / "site"
+    torch = site / "torch"
+    fakert = _lib(tmp_path / "b" / "libfakert.so.7", "libfakert.so.7")  # on no host: the load fails
+    N.build_lib(torch / "lib" / "libtorch_global_deps.so", "int g(void){return 0;}", libs=[fakert],
+                extra_objects=["-Wl,--no-as-needed"])
+    _init(torch, [("fake_runtime", "libfakert.so.*[0-9]"), ("nccl", "libnccl.so.*[0-9]")])
+    first = _lib(site / "nvidia" / "fake_runtime" / "lib" / "libfakert.so.7", "libfakert.so.7")
+    _lib(site / "nvidia" / "fake_runtime" / "lib" / "libfakert.so.8", "libfakert.so.8")
+    resolver = _resolver()
+    report = L.simulate_torch_import(resolver, str(torch), str(site), 13)
+    assert report["preloaded"] == [str(first)]  # the first candidate; nccl has none and is skipped
+    assert report["missing"] == []  # the retry finds the preloaded library
+    assert resolver.loaded["libfakert.so.7"] == str(first)
+    assert str(first) in resolver.loaded_paths
+
+
+def test_newer_torch_preloads_in_order_until_one_is_absent(tmp_path):
+    site = tmp_path / "site"
+    torch = site / "torch"
+    own = _lib(torch / "lib" / "libcudart.so.13", "libcudart.so.13")  # found through torch's RPATH
+    N.build_lib(torch / "lib" / "libtorch_global_deps.so", "int g(void){return 0;}", libs=[own], rpath="$ORIGIN",
+                extra_objects=["-Wl,--no-as-needed"])
+    pairs = [("cublas", "libcublas.so.*[0-9]"), ("nccl", "libnccl.so.*[0-9]"), ("cufft", "libcufft.so.*[0-9]")]
+    _init(torch, pairs)
+    cublas = _lib(site / "nvidia" / "cublas" / "lib" / "libcublas.so.13", "libcublas.so.13")
+    _lib(site / "nvidia" / "cufft" / "lib" / "libcufft.so.12", "libcufft.so.12")
+    report = L.simulate_torch_import(_resolver(), str(torch), str(site), 13)
+    assert report["preloaded"] == []  # loaded fine, and this torch does not preload then
+    _init(torch, pairs, ALWAYS)
+    resolver = _resolver()
+    report = L.simulate_torch_import(resolver, str(torch), str(site), 13)
+    assert report["preloaded"] == [str(cublas)]  # stops at nccl, which is absent: cufft is never reached
+    assert report["missing"] == [] and resolver.loaded["libcudart.so.13"] == str(own)
