@@ -1,0 +1,33 @@
+"""`make mutate` on a bigger machine (transplant_run.py, transplant_plan.py on 2026-11-30; docs/testing.md).
+
+Export every pending mutant of a cosmic-ray db as a whole mutated file: build/mutants/<name>/<job>.py + index.json."""
+import json
+import sys
+from pathlib import Path
+
+from cosmic_ray.mutating import mutate_code
+from cosmic_ray.plugins import get_operator
+from cosmic_ray.work_db import WorkDB, use_db
+
+db_path, src, out = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
+out.mkdir(parents=True, exist_ok=True)
+code = src.read_text()
+index = {}
+with use_db(db_path, WorkDB.Mode.open) as db:
+    done = {job_id for job_id, _r in db.results}
+    for item in db.work_items:
+        if item.job_id in done:
+            continue
+        m = item.mutations[0]
+        op = get_operator(m.operator_name)(**(m.operator_args or {}))
+        try:
+            mutated = mutate_code(code, op, m.occurrence)
+        except Exception as exc:  # cosmic-ray counts these as incompetent (worker exception)
+            print("not exported:", item.job_id, m.operator_name, m.occurrence, exc)
+            continue
+        if mutated is None:
+            continue
+        (out / (item.job_id + ".py")).write_text(mutated)
+        index[item.job_id] = [m.operator_name, m.occurrence, m.start_pos[0]]
+(out / "index.json").write_text(json.dumps(index))
+print(len(index), "mutants exported")
