@@ -147,3 +147,26 @@ def test_record_listing_one_missing_library(tmp_path):
     assert found["detail"] == "RECORD of pkg 1.0 lists 1 missing file (e.g. pkg/gone.so)"
     assert found["severity"] == "error" and found["fix"] == "reinstall pkg"
     assert result["compatible"] is False
+
+
+def test_an_invalid_name_first_does_not_stop_the_others(tmp_path):
+    venv, site = _pkg_venv(tmp_path, ["ext.so"])
+    N.build_lib(site / "pkg" / "ext.so", "int f(void){return 0;}")
+    result = abi.check(str(venv), packages=["../etc", "pkg"], gpu_ccs=CC)
+    assert [f["path"] for f in result["files"]] == [str(site / "pkg" / "ext.so")]
+
+
+def test_a_symlink_to_a_library_is_checked_not_called_broken(tmp_path):
+    venv, site = _pkg_venv(tmp_path, ["ext.so", "libreal.so"])
+    N.build_lib(site / "pkg" / "libreal.so", "int f(void){return 0;}")
+    (site / "pkg" / "ext.so").symlink_to("libreal.so")
+    result = abi.check(str(venv), packages=["pkg"], gpu_ccs=CC)
+    assert result["compatible"] is True and "broken_symlink" not in _by_kind(result), result["findings"]
+    assert len(result["files"]) == 2
+
+
+def test_record_listing_several_missing_files(tmp_path):
+    venv, site = _pkg_venv(tmp_path, ["a.py", "b.py", "ext.so"])
+    (site / "pkg" / "ext.so").symlink_to("nowhere.so")
+    found = _by_kind(abi.check(str(venv), packages=["pkg"], gpu_ccs=CC))["record_missing_file"]
+    assert found["detail"] == "RECORD of pkg 1.0 lists 3 missing files (e.g. pkg/a.py)"
