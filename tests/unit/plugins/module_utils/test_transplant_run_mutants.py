@@ -87,3 +87,11 @@ def test_run_ids_carry_the_start_time_to_the_microsecond(monkeypatch):
     assert R.backup_root("/v/.dflash-transplant", run_id) == "/v/.dflash-transplant/backup-" + run_id
     monkeypatch.setattr(R.time, "time", lambda: 1796073150.654399)
     assert R.new_run_id() > run_id
+
+
+def test_prune_keeps_the_stop_directory_when_it_becomes_empty(tmp_path):
+    site = tmp_path / "venv" / "site"
+    (site / "only" / "deep").mkdir(parents=True)
+    R._prune_dirs([str(site / "only" / "deep" / "x.py")], {str(site)})
+    assert site.is_dir() and list(site.iterdir()) == []
+    assert (tmp_path / "venv").is_dir()
