@@ -56,8 +56,8 @@ def test_a_library_missing_further_down_names_who_needs_it(tmp_path):
 def test_distribution_named_package_counts_only_its_libraries(tmp_path):
     """A distribution name whose files live under another import name: only its .so files, never ../ paths."""
     venv, site = _venv(tmp_path)
-    _dist(site, "my-kernels", "1.0", files=["mykern/__init__.py", "mykern/ops.so", "mykern/data.txt",
-                                             "../../../lib/libout.so"])
+    files = ["mykern/__init__.py", "mykern/ops.so", "mykern/data.txt", "../../../lib/libout.so"]
+    _dist(site, "my-kernels", "1.0", files=files)
     (site / "my_kernels-1.0.dist-info" / "top_level.txt").write_text("mykern\n")
     (site / "mykern").mkdir()
     (site / "mykern" / "__init__.py").write_text("")
