@@ -106,3 +106,12 @@ def test_newer_torch_preloads_in_order_until_one_is_absent(tmp_path):
     report = L.simulate_torch_import(resolver, str(torch), str(site), 13)
     assert report["preloaded"] == [str(cublas)]  # stops at nccl, which is absent: cufft is never reached
     assert report["missing"] == [] and resolver.loaded["libcudart.so.13"] == str(own)
+
+
+def test_a_needed_entry_with_origin_is_found_beside_its_requester(tmp_path):
+    pkg = tmp_path / "site" / "pkg"
+    dep = N.build_lib(pkg / "libdep.so", "int dep(void){return 1;}", soname="$ORIGIN/libdep.so")
+    ext = N.build_lib(pkg / "ext.so", "int dep(void); int f(void){return dep();}", libs=[dep])
+    result = _resolver().closure(str(ext))
+    found = [d["path"] for d in result["needed"][str(ext)] if d["name"] == "$ORIGIN/libdep.so"]
+    assert result["missing"] == [] and found == [str(dep)]
