@@ -30,7 +30,7 @@ PROBE = r"""
 import json, sys, time
 sys.path.insert(0, %(collections)r)
 t0 = time.monotonic()
-from ansible_collections.dflash.deploy.plugins.module_utils.probe import probe
+from ansible_collections.dflash.deploy.plugins.module_utils.pkg_probe import probe
 r = probe(%(venv)r, uv=%(uv)r)
 print(json.dumps({"elapsed": r["elapsed"], "with_import": round(time.monotonic() - t0, 3),
                   "distributions": len(r["distributions"]), "unsatisfied": len(r["unsatisfied"])}))
@@ -40,7 +40,7 @@ ABI = r"""
 import json, sys, time
 sys.path.insert(0, %(collections)r)
 t0 = time.monotonic()
-from ansible_collections.dflash.deploy.plugins.module_utils.abi import check
+from ansible_collections.dflash.deploy.plugins.module_utils.abi_check import check
 r = check(%(venv)r, packages=%(packages)r, gpu_ccs=%(ccs)r, environment=%(env)r)
 print(json.dumps({"elapsed": r["elapsed"], "with_import": round(time.monotonic() - t0, 3),
                   "compatible": r["compatible"], "msg": r["msg"], "files": len(r["files"])}))

@@ -105,7 +105,7 @@ def synthetic_source(root: Path, total_mb: int) -> Path:
 def selected_entries(src_sp: Path) -> list[str]:
     """Top-level names (packages, dist-info dirs) the selected distributions' RECORDs touch."""
     sys.path.insert(0, str(COLLECTIONS))
-    from ansible_collections.dflash.deploy.plugins.module_utils.dist_info import list_dists, name_matches
+    from ansible_collections.dflash.deploy.plugins.module_utils.pydist.dist_info import list_dists, name_matches
 
     tops = set()
     for dist in list_dists(str(src_sp)):

@@ -223,17 +223,17 @@ import traceback
 from ansible.module_utils.basic import AnsibleModule
 
 try:
-    from ansible_collections.dflash.deploy.plugins.module_utils import abi
+    from ansible_collections.dflash.deploy.plugins.module_utils import abi_check as abi
     from ansible_collections.dflash.deploy.plugins.module_utils import findings as F
-    from ansible_collections.dflash.deploy.plugins.module_utils.cuda_compat import format_cc, parse_cc
-    from ansible_collections.dflash.deploy.plugins.module_utils.gpu import nvidia_smi_facts
-    from ansible_collections.dflash.deploy.plugins.module_utils.imports import (
+    from ansible_collections.dflash.deploy.plugins.module_utils.elfload.cuda_compat import format_cc, parse_cc
+    from ansible_collections.dflash.deploy.plugins.module_utils.elfload.loadplan import FEATURE_LIBRARIES
+    from ansible_collections.dflash.deploy.plugins.module_utils.host.gpu import nvidia_smi_facts
+    from ansible_collections.dflash.deploy.plugins.module_utils.host.imports import (
         check_environment,
         check_timeouts,
         import_many,
         service_env,
     )
-    from ansible_collections.dflash.deploy.plugins.module_utils.loadplan import FEATURE_LIBRARIES
     IMPORT_ERROR = None
 except ImportError:
     IMPORT_ERROR = traceback.format_exc()

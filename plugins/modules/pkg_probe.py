@@ -274,9 +274,9 @@ import traceback
 from ansible.module_utils.basic import AnsibleModule
 
 try:
-    from ansible_collections.dflash.deploy.plugins.module_utils.imports import check_environment, check_timeouts
-    from ansible_collections.dflash.deploy.plugins.module_utils.probe import probe
-    from ansible_collections.dflash.deploy.plugins.module_utils.venv import VenvError
+    from ansible_collections.dflash.deploy.plugins.module_utils.host.imports import check_environment, check_timeouts
+    from ansible_collections.dflash.deploy.plugins.module_utils.pkg_probe import probe
+    from ansible_collections.dflash.deploy.plugins.module_utils.pydist.venv import VenvError
     IMPORT_ERROR = None
 except ImportError:
     IMPORT_ERROR = traceback.format_exc()

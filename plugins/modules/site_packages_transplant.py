@@ -253,7 +253,11 @@ distributions:
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.dflash.deploy.plugins.module_utils.transplant import TransplantError, pack_bundle, transplant
+from ansible_collections.dflash.deploy.plugins.module_utils.site_packages_transplant import (
+    TransplantError,
+    pack_bundle,
+    transplant,
+)
 
 
 def main():

@@ -13,7 +13,7 @@ What it checks, each step recorded in OUT/validation.json:
   2. abi_check on real extension packages (torchvision, torchaudio) against
      the real torch tree and the real GPU's compute capability, with the
      import test as second opinion; its own `elapsed`.
-  3. `.nv_fatbin` SM lists read by module_utils/fatbin.py against
+  3. `.nv_fatbin` SM lists read by module_utils/elfload/fatbin.py against
      `cuobjdump --list-elf` on the same files.
   4. site_packages_transplant of torch/triton/nvidia-* and torch's pure
      dependencies into a fresh uv venv (copy, then hardlink into a second
@@ -149,8 +149,8 @@ def main() -> int:
     # 3. fatbin parser vs cuobjdump
     sys.path.insert(0, str(work / "ac"))
     try:
-        from ansible_collections.dflash.deploy.plugins.module_utils import elf as elf_mod
-        from ansible_collections.dflash.deploy.plugins.module_utils import fatbin as fatbin_mod
+        from ansible_collections.dflash.deploy.plugins.module_utils.elfload import elf as elf_mod
+        from ansible_collections.dflash.deploy.plugins.module_utils.elfload import fatbin as fatbin_mod
     except Exception as exc:  # report, keep going
         report["fatbin_crosscheck_error"] = repr(exc)
         elf_mod = fatbin_mod = None

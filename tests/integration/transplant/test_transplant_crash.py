@@ -135,10 +135,10 @@ def test_named_crash_point(world, point, action):
 
 def _recover_only(dest: Path) -> dict:
     """What the next run does first, and nothing more: roll back (or finish) the interrupted run."""
-    from ansible_collections.dflash.deploy.plugins.module_utils.fastcopy import Placer
-    from ansible_collections.dflash.deploy.plugins.module_utils.journal import STATE_DIRNAME, Journal
-    from ansible_collections.dflash.deploy.plugins.module_utils.transplant_run import Runner
-    from ansible_collections.dflash.deploy.plugins.module_utils.venv import open_venv
+    from ansible_collections.dflash.deploy.plugins.module_utils.pydist.venv import open_venv
+    from ansible_collections.dflash.deploy.plugins.module_utils.transplant.fastcopy import Placer
+    from ansible_collections.dflash.deploy.plugins.module_utils.transplant.journal import STATE_DIRNAME, Journal
+    from ansible_collections.dflash.deploy.plugins.module_utils.transplant.run import Runner
 
     venv = open_venv(str(dest))
     journal = Journal(str(Path(venv.root) / STATE_DIRNAME))

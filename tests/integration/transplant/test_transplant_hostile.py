@@ -371,7 +371,7 @@ def test_07_pack_over_another_file_refused(world):
 
 def test_07_pack_through_planted_temp_link(world):
     """A symlink planted at the temp name is replaced, not written through (in this process, so its pid is known)."""
-    from ansible_collections.dflash.deploy.plugins.module_utils.transplant import pack_bundle
+    from ansible_collections.dflash.deploy.plugins.module_utils.site_packages_transplant import pack_bundle
     bundle = world.root / "out" / "b.tar"
     bundle.parent.mkdir()
     (bundle.parent / ("b.tar.tmp-%d" % os.getpid())).symlink_to(world.canary / "victim")

@@ -1,4 +1,4 @@
-"""`make mutate` on a bigger machine (transplant_run.py, transplant_plan.py on 2026-11-30; docs/testing.md).
+"""`make mutate` on a bigger machine (transplant/run.py, transplant/plan.py on 2026-11-30; docs/testing.md).
 
 Export every pending mutant of a cosmic-ray db as a whole mutated file: build/mutants/<name>/<job>.py + index.json."""
 import json

@@ -1,4 +1,4 @@
-"""`make mutate` on a bigger machine (transplant_run.py, transplant_plan.py on 2026-11-30; docs/testing.md).
+"""`make mutate` on a bigger machine (transplant/run.py, transplant/plan.py on 2026-11-30; docs/testing.md).
 
 Write device results (job -> [rc, s, tail]) into a cosmic-ray db as the local distributor would."""
 import difflib

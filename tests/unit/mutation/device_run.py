@@ -1,4 +1,4 @@
-"""`make mutate` on a bigger machine (transplant_run.py, transplant_plan.py on 2026-11-30; docs/testing.md).
+"""`make mutate` on a bigger machine (transplant/run.py, transplant/plan.py on 2026-11-30; docs/testing.md).
 
 Device side: run exported mutants of one or more files in parallel worker copies of the checkout.
 

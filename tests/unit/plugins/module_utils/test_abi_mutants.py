@@ -1,4 +1,4 @@
-"""abi.check: what the cosmic-ray run of abi.py found unguarded (issue 14), each as the user reads it.
+"""abi.check: what cosmic-ray found unguarded in module_utils/abi_check.py (issue 14), as the user reads it.
 
 The findings' detail and fix are what abi_check prints; the per-file facts (`files`) are what a
 playbook registers. Small real ELF files built with gcc (abi_native), no GPU needed.
@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ansible_collections.dflash.deploy.plugins.module_utils import abi
+from ansible_collections.dflash.deploy.plugins.module_utils import abi_check as abi
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "modules"))

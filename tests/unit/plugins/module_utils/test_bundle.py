@@ -1,4 +1,4 @@
-"""bundle.py: pack, read, verify; tampering refused."""
+"""transplant/bundle.py: pack, read, verify; tampering refused."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import os
 import tarfile
 
 import pytest
-from ansible_collections.dflash.deploy.plugins.module_utils.bundle import MANIFEST, Bundle, BundleError, pack
-from ansible_collections.dflash.deploy.plugins.module_utils.transplant import _pack_items
-from ansible_collections.dflash.deploy.plugins.module_utils.transplant_source import VenvSource
-from ansible_collections.dflash.deploy.plugins.module_utils.venv import open_venv
+from ansible_collections.dflash.deploy.plugins.module_utils.pydist.venv import open_venv
+from ansible_collections.dflash.deploy.plugins.module_utils.site_packages_transplant import _pack_items
+from ansible_collections.dflash.deploy.plugins.module_utils.transplant.bundle import MANIFEST, Bundle, BundleError, pack
+from ansible_collections.dflash.deploy.plugins.module_utils.transplant.source import VenvSource
 from transplant_support import add_dist, make_venv
 
 

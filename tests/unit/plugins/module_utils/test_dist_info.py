@@ -1,11 +1,11 @@
-"""dist_info.py: venv layout and installed distributions from files."""
+"""pydist/dist_info.py: venv layout and installed distributions from files."""
 
 from __future__ import annotations
 
 import os
 
 import pytest
-from ansible_collections.dflash.deploy.plugins.module_utils.dist_info import (
+from ansible_collections.dflash.deploy.plugins.module_utils.pydist.dist_info import (
     MAX_METADATA_BYTES,
     list_dists,
     name_and_version,
@@ -15,7 +15,7 @@ from ansible_collections.dflash.deploy.plugins.module_utils.dist_info import (
     parse_wheel_tags,
     read_metadata,
 )
-from ansible_collections.dflash.deploy.plugins.module_utils.venv import VenvError, open_venv
+from ansible_collections.dflash.deploy.plugins.module_utils.pydist.venv import VenvError, open_venv
 from transplant_support import PYVER, add_dist, make_venv
 
 

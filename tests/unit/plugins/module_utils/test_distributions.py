@@ -1,4 +1,4 @@
-"""distributions.py, requirements.py, findings.py, torch_facts.py on synthetic site-packages."""
+"""pydist/distributions.py, pydist/requirements.py, findings.py, pydist/torch_facts.py on synthetic site-packages."""
 from __future__ import annotations
 
 import base64
@@ -9,10 +9,10 @@ from pathlib import Path
 
 import abi_native as N
 import pytest
-from ansible_collections.dflash.deploy.plugins.module_utils import distributions as D
 from ansible_collections.dflash.deploy.plugins.module_utils import findings as F
-from ansible_collections.dflash.deploy.plugins.module_utils import requirements as R
-from ansible_collections.dflash.deploy.plugins.module_utils.torch_facts import parse_version_py
+from ansible_collections.dflash.deploy.plugins.module_utils.pydist import distributions as D
+from ansible_collections.dflash.deploy.plugins.module_utils.pydist import requirements as R
+from ansible_collections.dflash.deploy.plugins.module_utils.pydist.torch_facts import parse_version_py
 
 
 def h(data: bytes) -> str:
@@ -139,8 +139,8 @@ def test_unreadable_metadata_as_unprivileged_user():
         N.build_lib(so, "int f(void){return 0;}")
         so.chmod(0o600)
         code = ("import json, sys; sys.path.insert(0, %r)\n"
-                "from ansible_collections.dflash.deploy.plugins.module_utils.probe import probe\n"
-                "from ansible_collections.dflash.deploy.plugins.module_utils.abi import check\n"
+                "from ansible_collections.dflash.deploy.plugins.module_utils.pkg_probe import probe\n"
+                "from ansible_collections.dflash.deploy.plugins.module_utils.abi_check import check\n"
                 "p = probe(%r); a = check(%r, packages=['secret'], gpu_ccs=[(12, 0)])\n"
                 "print(json.dumps([p['problems'], p['distributions']['secret'], a['findings'][0]]))\n") % (
                     str(N.COLLECTIONS), str(venv), str(venv))

@@ -1,4 +1,4 @@
-"""elf.py readings, cross-checked against pyelftools on the same files; bad input gives ElfError only."""
+"""elfload/elf.py readings, cross-checked against pyelftools on the same files; bad input gives ElfError only."""
 from __future__ import annotations
 
 import random
@@ -7,7 +7,7 @@ import sys
 
 import abi_native as N
 import pytest
-from ansible_collections.dflash.deploy.plugins.module_utils.elf import ElfError, ElfFile, gnu_hash, read_summary
+from ansible_collections.dflash.deploy.plugins.module_utils.elfload.elf import ElfError, ElfFile, gnu_hash, read_summary
 from elftools.elf.dynamic import DynamicSection
 from elftools.elf.elffile import ELFFile
 from elftools.elf.gnuversions import GNUVerDefSection, GNUVerNeedSection
@@ -216,7 +216,7 @@ def test_unreadable_as_unprivileged_user(libs, tmp_path):
     target.chmod(0o600)
     tmp_path.chmod(0o755)
     code = ("import sys; sys.path.insert(0, %r)\n"
-            "from ansible_collections.dflash.deploy.plugins.module_utils.elf import ElfError, read_summary\n"
+            "from ansible_collections.dflash.deploy.plugins.module_utils.elfload.elf import ElfError, read_summary\n"
             "try:\n    read_summary(%r)\nexcept ElfError as e:\n    print(e.kind, e.detail)\n") % (
                 str(N.COLLECTIONS), str(target))
     res = N.as_nobody([sys.executable, "-c", code])

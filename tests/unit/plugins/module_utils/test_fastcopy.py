@@ -1,4 +1,4 @@
-"""fastcopy.py: link modes, temp-then-rename (existing inodes untouched), ranges, parallel errors."""
+"""transplant/fastcopy.py: link modes, temp-then-rename (existing inodes untouched), ranges, parallel errors."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import os
 import threading
 
 import pytest
-from ansible_collections.dflash.deploy.plugins.module_utils.fastcopy import (
+from ansible_collections.dflash.deploy.plugins.module_utils.transplant.fastcopy import (
     CopyError,
     Job,
     Placer,

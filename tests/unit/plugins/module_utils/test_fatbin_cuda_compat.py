@@ -1,13 +1,18 @@
-"""fatbin.py on real nvcc output embedded in .nv_fatbin, and the SM compatibility rules of cuda_compat.py."""
+"""elfload/fatbin.py on real nvcc output in .nv_fatbin, and the SM compatibility rules of elfload/cuda_compat.py."""
 from __future__ import annotations
 
 import struct
 
 import abi_native as N
 import pytest
-from ansible_collections.dflash.deploy.plugins.module_utils import cuda_compat as C
-from ansible_collections.dflash.deploy.plugins.module_utils.elf import ElfFile
-from ansible_collections.dflash.deploy.plugins.module_utils.fatbin import FatbinError, architectures, scan, sm_list
+from ansible_collections.dflash.deploy.plugins.module_utils.elfload import cuda_compat as C
+from ansible_collections.dflash.deploy.plugins.module_utils.elfload.elf import ElfFile
+from ansible_collections.dflash.deploy.plugins.module_utils.elfload.fatbin import (
+    FatbinError,
+    architectures,
+    scan,
+    sm_list,
+)
 
 needs_nvcc = pytest.mark.skipif(not N.have_nvcc(), reason="nvcc not installed")
 

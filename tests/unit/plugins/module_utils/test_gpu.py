@@ -1,4 +1,4 @@
-"""gpu.py and probe_gpus against the fixture NVIDIA driver (libcuda.so.1 + nvidia-smi): healthy, dead, hung GPUs,
+"""host/gpu.py and probe_gpus against the fixture NVIDIA driver (libcuda.so.1 + nvidia-smi): healthy, dead, hung GPUs,
 missing device nodes, a GPU another process holds, an nvidia-smi that hangs."""
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from ansible_collections.dflash.deploy.plugins.module_utils import gpu as G
-from ansible_collections.dflash.deploy.plugins.module_utils.probe import probe_gpus
+from ansible_collections.dflash.deploy.plugins.module_utils.host import gpu as G
+from ansible_collections.dflash.deploy.plugins.module_utils.pkg_probe import probe_gpus
 
 
 def write_config(tmp_path, gpus, dev_nodes=None, ctl=True):

@@ -1,10 +1,10 @@
-"""imports.py: the import test's verdicts on an import that hangs, an interpreter that dies, bad environments."""
+"""host/imports.py: the import test's verdicts on an import that hangs, an interpreter that dies, bad environments."""
 from __future__ import annotations
 
 import sys
 import time
 
-from ansible_collections.dflash.deploy.plugins.module_utils import imports as I
+from ansible_collections.dflash.deploy.plugins.module_utils.host import imports as I
 
 
 def _module(tmp_path, name, body):

@@ -6,10 +6,10 @@ import os
 import subprocess
 
 import pytest
-from ansible_collections.dflash.deploy.plugins.module_utils import abi
-from ansible_collections.dflash.deploy.plugins.module_utils.imports import import_one, service_env
-from ansible_collections.dflash.deploy.plugins.module_utils.probe import probe
-from ansible_collections.dflash.deploy.plugins.module_utils.requirements import check_with_uv
+from ansible_collections.dflash.deploy.plugins.module_utils import abi_check as abi
+from ansible_collections.dflash.deploy.plugins.module_utils.host.imports import import_one, service_env
+from ansible_collections.dflash.deploy.plugins.module_utils.pkg_probe import probe
+from ansible_collections.dflash.deploy.plugins.module_utils.pydist.requirements import check_with_uv
 
 BLACKWELL = [(12, 0)]
 

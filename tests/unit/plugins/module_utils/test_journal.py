@@ -1,4 +1,4 @@
-"""journal.py: phases, atomic writes, lock, crash hook."""
+"""transplant/journal.py: phases, atomic writes, lock, crash hook."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import pytest
-from ansible_collections.dflash.deploy.plugins.module_utils.journal import (
+from ansible_collections.dflash.deploy.plugins.module_utils.transplant.journal import (
     COMMIT_PHASE,
     PHASES,
     CrashHook,
@@ -83,7 +83,7 @@ def test_crash_hook_parsing():
 
 
 def test_crash_hook_kills():
-    code = ("from ansible_collections.dflash.deploy.plugins.module_utils.journal import CrashHook\n"
+    code = ("from ansible_collections.dflash.deploy.plugins.module_utils.transplant.journal import CrashHook\n"
             "CrashHook('committing:2')('committing', 2)\nprint('survived')")
     proc = subprocess.run([sys.executable, "-c", code], env=module_env(), capture_output=True, text=True,
                           check=False)

@@ -8,11 +8,11 @@ import sys
 import time
 
 import pytest
-from ansible_collections.dflash.deploy.plugins.module_utils.journal import CrashHook, JournalError
+from ansible_collections.dflash.deploy.plugins.module_utils.transplant.journal import CrashHook, JournalError
 from transplant_support import module_env
 
 CHILD = """
-from ansible_collections.dflash.deploy.plugins.module_utils.journal import CrashHook
+from ansible_collections.dflash.deploy.plugins.module_utils.transplant.journal import CrashHook
 hook = CrashHook()
 hook("writing_files", 0)
 print("passed 0", flush=True)

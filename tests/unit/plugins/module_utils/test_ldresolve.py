@@ -1,4 +1,4 @@
-"""ldcache.py against ldconfig -p, and ldresolve.py against the real dynamic loader on the same files."""
+"""elfload/ldcache.py against ldconfig -p, and elfload/ldresolve.py against the real loader on the same files."""
 from __future__ import annotations
 
 import json
@@ -8,13 +8,17 @@ import sys
 
 import abi_native as N
 import pytest
-from ansible_collections.dflash.deploy.plugins.module_utils.ldcache import (
+from ansible_collections.dflash.deploy.plugins.module_utils.elfload.ldcache import (
     LdCacheError,
     SystemLibraries,
     parse_ld_cache,
     read_ld_so_conf,
 )
-from ansible_collections.dflash.deploy.plugins.module_utils.ldresolve import Resolver, expand_tokens, split_path_list
+from ansible_collections.dflash.deploy.plugins.module_utils.elfload.ldresolve import (
+    Resolver,
+    expand_tokens,
+    split_path_list,
+)
 
 
 def test_ld_cache_matches_ldconfig():

@@ -1,4 +1,4 @@
-"""ldresolve's model of ``import torch`` that the cosmic-ray run of ldresolve.py found unguarded (issue 14).
+"""ldresolve's model of ``import torch`` that the cosmic-ray run of elfload/ldresolve.py found unguarded (issue 14).
 
 torch preloads the CUDA libraries of the nvidia-* wheels, in the order of the list in its __init__.py,
 when its own libraries fail to load (and, torch >= 2.6, always once libcudart is loaded), stopping at
@@ -9,8 +9,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ansible_collections.dflash.deploy.plugins.module_utils import ldresolve as L
-from ansible_collections.dflash.deploy.plugins.module_utils.ldcache import SystemLibraries
+from ansible_collections.dflash.deploy.plugins.module_utils.elfload import ldresolve as L
+from ansible_collections.dflash.deploy.plugins.module_utils.elfload.ldcache import SystemLibraries
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import abi_native as N  # noqa: E402

@@ -1,7 +1,7 @@
-"""loadplan.py: which GPUs load which sgl_kernel library, and which features name which library."""
+"""elfload/loadplan.py: which GPUs load which sgl_kernel library, and which features name which library."""
 from __future__ import annotations
 
-from ansible_collections.dflash.deploy.plugins.module_utils import loadplan as L
+from ansible_collections.dflash.deploy.plugins.module_utils.elfload import loadplan as L
 
 
 def test_sm90_library_is_loaded_by_hopper_only_and_sm100_by_the_rest():

@@ -21,11 +21,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from ansible_collections.dflash.deploy.plugins.module_utils import distributions as D
-from ansible_collections.dflash.deploy.plugins.module_utils import requirements as R
-from ansible_collections.dflash.deploy.plugins.module_utils.dist_info import normalize_name
-from ansible_collections.dflash.deploy.plugins.module_utils.probe import probe_distributions
-from ansible_collections.dflash.deploy.plugins.module_utils.venv import locate
+from ansible_collections.dflash.deploy.plugins.module_utils.pkg_probe import probe_distributions
+from ansible_collections.dflash.deploy.plugins.module_utils.pydist import distributions as D
+from ansible_collections.dflash.deploy.plugins.module_utils.pydist import requirements as R
+from ansible_collections.dflash.deploy.plugins.module_utils.pydist.dist_info import normalize_name
+from ansible_collections.dflash.deploy.plugins.module_utils.pydist.venv import locate
 
 REPO = Path(__file__).resolve().parents[4]
 TOOLCHAIN_VENV = REPO / ".venv"

@@ -1,9 +1,9 @@
-"""record.py: RECORD parsing, path validation, hashing, verification."""
+"""pydist/record.py: RECORD parsing, path validation, hashing, verification."""
 
 from __future__ import annotations
 
 import pytest
-from ansible_collections.dflash.deploy.plugins.module_utils.record import (
+from ansible_collections.dflash.deploy.plugins.module_utils.pydist.record import (
     RecordEntry,
     RecordError,
     format_record,

@@ -1,8 +1,8 @@
-"""requirements.py: how a requirement is judged (markers, pre-releases, odd versions) and the uv fallback."""
+"""pydist/requirements.py: how a requirement is judged (markers, pre-releases, odd versions) and the uv fallback."""
 from __future__ import annotations
 
 import pytest
-from ansible_collections.dflash.deploy.plugins.module_utils import requirements as R
+from ansible_collections.dflash.deploy.plugins.module_utils.pydist import requirements as R
 
 
 def _dists(requires, **installed):

@@ -1,13 +1,13 @@
-"""transplant_plan.py: ownership-aware planning (no files change while planning)."""
+"""transplant/plan.py: ownership-aware planning (no files change while planning)."""
 
 from __future__ import annotations
 
 import os
 
 import pytest
-from ansible_collections.dflash.deploy.plugins.module_utils.transplant_plan import PlanError, build_plan
-from ansible_collections.dflash.deploy.plugins.module_utils.transplant_source import VenvSource, rewrite_script
-from ansible_collections.dflash.deploy.plugins.module_utils.venv import open_venv
+from ansible_collections.dflash.deploy.plugins.module_utils.pydist.venv import open_venv
+from ansible_collections.dflash.deploy.plugins.module_utils.transplant.plan import PlanError, build_plan
+from ansible_collections.dflash.deploy.plugins.module_utils.transplant.source import VenvSource, rewrite_script
 from transplant_support import CPTAG, add_dist, make_venv, snapshot
 
 
@@ -105,8 +105,8 @@ def test_unchanged_is_stat_only(pair, monkeypatch):
         s = next(src.glob("lib/python3.*/site-packages/torch-2.dist-info")) / name
         d = next(dest.glob("lib/python3.*/site-packages/torch-2.dist-info")) / name
         shutil.copy2(s, d)
-    import ansible_collections.dflash.deploy.plugins.module_utils.record as record_mod
-    import ansible_collections.dflash.deploy.plugins.module_utils.transplant_source as source_mod
+    import ansible_collections.dflash.deploy.plugins.module_utils.pydist.record as record_mod
+    import ansible_collections.dflash.deploy.plugins.module_utils.transplant.source as source_mod
 
     def no_hashing(*args, **kwargs):
         raise AssertionError("a no-op plan must not hash")

@@ -1,4 +1,4 @@
-"""transplant_run's small rules that the cosmic-ray run of transplant_run.py found unguarded (issue 14).
+"""transplant_run's small rules that the cosmic-ray run of transplant/run.py found unguarded (issue 14).
 
 What a user relies on: a run never deletes or lists outside the venv nor inside its own state directory
 (Guard); emptied directories are pruned up to, never past, the site-packages/bin roots; a file already at
@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import re
 
-from ansible_collections.dflash.deploy.plugins.module_utils import transplant_run as R
+from ansible_collections.dflash.deploy.plugins.module_utils.transplant import run as R
 
 
 def test_guard_allows_the_venv_only_and_never_the_state_directory(tmp_path):

@@ -1,9 +1,13 @@
-"""wheel_tags.py: a dist's WHEEL tags against the destination interpreter."""
+"""pydist/wheel_tags.py: a dist's WHEEL tags against the destination interpreter."""
 
 from __future__ import annotations
 
 import pytest
-from ansible_collections.dflash.deploy.plugins.module_utils.wheel_tags import check_tags, expand_tag, tag_compatible
+from ansible_collections.dflash.deploy.plugins.module_utils.pydist.wheel_tags import (
+    check_tags,
+    expand_tag,
+    tag_compatible,
+)
 
 PY311 = (3, 11)
 

@@ -6,8 +6,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from ansible_collections.dflash.deploy.plugins.module_utils import abi
-from ansible_collections.dflash.deploy.plugins.module_utils.probe import probe
+from ansible_collections.dflash.deploy.plugins.module_utils import abi_check as abi
+from ansible_collections.dflash.deploy.plugins.module_utils.pkg_probe import probe
 from ansible_collections.dflash.deploy.plugins.modules import abi_check, pkg_probe
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "module_utils"))

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 from ansible.module_utils.testing import patch_module_args
-from ansible_collections.dflash.deploy.plugins.module_utils import abi
-from ansible_collections.dflash.deploy.plugins.module_utils import distributions as D
-from ansible_collections.dflash.deploy.plugins.module_utils import requirements as R
-from ansible_collections.dflash.deploy.plugins.module_utils.probe import probe
-from ansible_collections.dflash.deploy.plugins.module_utils.transplant import _os_message
+from ansible_collections.dflash.deploy.plugins.module_utils import abi_check as abi
+from ansible_collections.dflash.deploy.plugins.module_utils.pkg_probe import probe
+from ansible_collections.dflash.deploy.plugins.module_utils.pydist import distributions as D
+from ansible_collections.dflash.deploy.plugins.module_utils.pydist import requirements as R
+from ansible_collections.dflash.deploy.plugins.module_utils.site_packages_transplant import _os_message
 from ansible_collections.dflash.deploy.plugins.modules import abi_check, pkg_probe
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "module_utils"))
@@ -223,15 +223,15 @@ def test_12_loader_skips_a_dependency_of_another_machine(tmp_path):
 
 
 def test_12_needed_name_with_a_slash_is_relative_to_the_working_directory(tmp_path):
-    from ansible_collections.dflash.deploy.plugins.module_utils.ldcache import SystemLibraries
-    from ansible_collections.dflash.deploy.plugins.module_utils.ldresolve import Resolver
+    from ansible_collections.dflash.deploy.plugins.module_utils.elfload.ldcache import SystemLibraries
+    from ansible_collections.dflash.deploy.plugins.module_utils.elfload.ldresolve import Resolver
     work = tmp_path / "work"
     dep = N.build_lib(work / "sub" / "libdep.so", "int dep(void){return 1;}")  # no SONAME: NEEDED is the path
     lib = tmp_path / "elsewhere" / "ext.so"
     lib.parent.mkdir()
     N.run(["gcc", "-shared", "-fPIC", "-o", str(lib), "-x", "c", "-", "-x", "none", "sub/libdep.so"], cwd=work,
           input="int dep(void); int f(void){return dep();}\n")
-    from ansible_collections.dflash.deploy.plugins.module_utils.elf import read_summary
+    from ansible_collections.dflash.deploy.plugins.module_utils.elfload.elf import read_summary
     summary = read_summary(str(lib))
     assert summary["needed"][0] == "sub/libdep.so"
     assert _loader_loads(lib, cwd=work)[0] and not _loader_loads(lib, cwd=tmp_path)[0]

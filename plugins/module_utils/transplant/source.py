@@ -13,8 +13,8 @@ import hashlib
 import os
 from stat import S_ISLNK, S_ISREG
 
-from ansible_collections.dflash.deploy.plugins.module_utils.bundle import Bundle, BundleError
-from ansible_collections.dflash.deploy.plugins.module_utils.dist_info import (
+from ansible_collections.dflash.deploy.plugins.module_utils.fileio import kind_of, read_regular
+from ansible_collections.dflash.deploy.plugins.module_utils.pydist.dist_info import (
     MAX_SMALL_FILE_BYTES,
     list_dists,
     name_matches,
@@ -22,8 +22,7 @@ from ansible_collections.dflash.deploy.plugins.module_utils.dist_info import (
     parse_wheel_tags,
     read_wheel_tags,
 )
-from ansible_collections.dflash.deploy.plugins.module_utils.fileio import kind_of, read_regular
-from ansible_collections.dflash.deploy.plugins.module_utils.record import (
+from ansible_collections.dflash.deploy.plugins.module_utils.pydist.record import (
     BIN_PREFIX,
     RecordError,
     decode_record,
@@ -32,6 +31,7 @@ from ansible_collections.dflash.deploy.plugins.module_utils.record import (
     read_record,
     resolve,
 )
+from ansible_collections.dflash.deploy.plugins.module_utils.transplant.bundle import Bundle, BundleError
 
 
 class SourceError(Exception):

@@ -10,7 +10,7 @@ import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from ansible_collections.dflash.deploy.plugins.module_utils.gpu import run_with_timeout
+from ansible_collections.dflash.deploy.plugins.module_utils.host.gpu import run_with_timeout
 
 IMPORT_SCRIPT = r'''
 import importlib, json, sys, time

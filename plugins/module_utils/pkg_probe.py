@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import time
 
-from ansible_collections.dflash.deploy.plugins.module_utils import distributions as D
-from ansible_collections.dflash.deploy.plugins.module_utils import gpu as G
-from ansible_collections.dflash.deploy.plugins.module_utils.dist_info import normalize_name
-from ansible_collections.dflash.deploy.plugins.module_utils.imports import import_many, service_env
-from ansible_collections.dflash.deploy.plugins.module_utils.requirements import check as check_requirements
-from ansible_collections.dflash.deploy.plugins.module_utils.torch_facts import torch_facts
-from ansible_collections.dflash.deploy.plugins.module_utils.venv import locate
+from ansible_collections.dflash.deploy.plugins.module_utils.host import gpu as G
+from ansible_collections.dflash.deploy.plugins.module_utils.host.imports import import_many, service_env
+from ansible_collections.dflash.deploy.plugins.module_utils.pydist import distributions as D
+from ansible_collections.dflash.deploy.plugins.module_utils.pydist.dist_info import normalize_name
+from ansible_collections.dflash.deploy.plugins.module_utils.pydist.requirements import check as check_requirements
+from ansible_collections.dflash.deploy.plugins.module_utils.pydist.torch_facts import torch_facts
+from ansible_collections.dflash.deploy.plugins.module_utils.pydist.venv import locate
 
 
 def probe_distributions(venv_info, only=None, uv=None):

@@ -15,7 +15,8 @@ import hashlib
 import os
 import re
 
-from ansible_collections.dflash.deploy.plugins.module_utils.dist_info import (
+from ansible_collections.dflash.deploy.plugins.module_utils.fileio import open_regular, read_text
+from ansible_collections.dflash.deploy.plugins.module_utils.pydist.dist_info import (
     MAX_REQUIREMENTS,
     MAX_SMALL_FILE_BYTES,
     field,
@@ -23,9 +24,8 @@ from ansible_collections.dflash.deploy.plugins.module_utils.dist_info import (
     normalize_name,
     read_metadata,
 )
-from ansible_collections.dflash.deploy.plugins.module_utils.fileio import open_regular, read_text
-from ansible_collections.dflash.deploy.plugins.module_utils.record import RecordError
-from ansible_collections.dflash.deploy.plugins.module_utils.record import parse_record as _parse_record
+from ansible_collections.dflash.deploy.plugins.module_utils.pydist.record import RecordError
+from ansible_collections.dflash.deploy.plugins.module_utils.pydist.record import parse_record as _parse_record
 
 # RECORD of the largest real distributions (torch: 11,678 files) is about 1.5 MB.
 MAX_RECORD_BYTES = 64 << 20

@@ -21,29 +21,29 @@ import sys
 import time
 
 from ansible_collections.dflash.deploy.plugins.module_utils import findings as F
-from ansible_collections.dflash.deploy.plugins.module_utils.cuda_compat import (
+from ansible_collections.dflash.deploy.plugins.module_utils.elfload.cuda_compat import (
     cuda_majors,
     format_cc,
     usable_code,
 )
-from ansible_collections.dflash.deploy.plugins.module_utils.dist_info import normalize_name
-from ansible_collections.dflash.deploy.plugins.module_utils.distributions import (
-    check_files,
-    import_owners,
-    scan,
-)
-from ansible_collections.dflash.deploy.plugins.module_utils.elf import ElfError, ElfFile
-from ansible_collections.dflash.deploy.plugins.module_utils.fatbin import FatbinError, architectures
-from ansible_collections.dflash.deploy.plugins.module_utils.fatbin import scan as scan_fatbin
-from ansible_collections.dflash.deploy.plugins.module_utils.ldcache import SystemLibraries
-from ansible_collections.dflash.deploy.plugins.module_utils.ldresolve import (
+from ansible_collections.dflash.deploy.plugins.module_utils.elfload.elf import ElfError, ElfFile
+from ansible_collections.dflash.deploy.plugins.module_utils.elfload.fatbin import FatbinError, architectures
+from ansible_collections.dflash.deploy.plugins.module_utils.elfload.fatbin import scan as scan_fatbin
+from ansible_collections.dflash.deploy.plugins.module_utils.elfload.ldcache import SystemLibraries
+from ansible_collections.dflash.deploy.plugins.module_utils.elfload.ldresolve import (
     Resolver,
     simulate_torch_import,
     split_path_list,
 )
-from ansible_collections.dflash.deploy.plugins.module_utils.loadplan import classify
-from ansible_collections.dflash.deploy.plugins.module_utils.torch_facts import torch_facts
-from ansible_collections.dflash.deploy.plugins.module_utils.venv import VenvError, locate
+from ansible_collections.dflash.deploy.plugins.module_utils.elfload.loadplan import classify
+from ansible_collections.dflash.deploy.plugins.module_utils.pydist.dist_info import normalize_name
+from ansible_collections.dflash.deploy.plugins.module_utils.pydist.distributions import (
+    check_files,
+    import_owners,
+    scan,
+)
+from ansible_collections.dflash.deploy.plugins.module_utils.pydist.torch_facts import torch_facts
+from ansible_collections.dflash.deploy.plugins.module_utils.pydist.venv import VenvError, locate
 
 TORCH_SYMBOL = re.compile(r"^_Z(?:T[VIS])?N[rVKRO]*(?:3c10|2at|5torch|6caffe2)")
 TORCH_LIB = re.compile(r"^lib(torch|c10|shm|caffe2)")

@@ -24,7 +24,7 @@ import glob
 import os
 import re
 
-from ansible_collections.dflash.deploy.plugins.module_utils.elf import ElfError, read_summary
+from ansible_collections.dflash.deploy.plugins.module_utils.elfload.elf import ElfError, read_summary
 from ansible_collections.dflash.deploy.plugins.module_utils.fileio import read_text
 
 DRIVER_LIBRARIES = ("libcuda.so.1", "libnvidia-ml.so.1")

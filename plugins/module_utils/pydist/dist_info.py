@@ -17,7 +17,7 @@ from email.parser import HeaderParser
 from email.policy import compat32
 
 from ansible_collections.dflash.deploy.plugins.module_utils.fileio import read_text
-from ansible_collections.dflash.deploy.plugins.module_utils.venv import VenvError
+from ansible_collections.dflash.deploy.plugins.module_utils.pydist.venv import VenvError
 
 _NORMALIZE = re.compile(r"[-_.]+")
 

@@ -12,9 +12,12 @@ from __future__ import annotations
 import os
 import re
 
-from ansible_collections.dflash.deploy.plugins.module_utils.cuda_compat import cuda_from_local_tag, parse_version_major
-from ansible_collections.dflash.deploy.plugins.module_utils.distributions import local_tag
+from ansible_collections.dflash.deploy.plugins.module_utils.elfload.cuda_compat import (
+    cuda_from_local_tag,
+    parse_version_major,
+)
 from ansible_collections.dflash.deploy.plugins.module_utils.fileio import read_text
+from ansible_collections.dflash.deploy.plugins.module_utils.pydist.distributions import local_tag
 
 _ASSIGN = re.compile(r"^(__version__|cuda|git_version|hip|rocm|xpu|debug)\s*(?::[^=]*)?=\s*(.+?)\s*$")
 

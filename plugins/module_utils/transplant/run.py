@@ -25,10 +25,14 @@ import stat
 import threading
 import time
 
-from ansible_collections.dflash.deploy.plugins.module_utils.bundle import member_name
-from ansible_collections.dflash.deploy.plugins.module_utils.fastcopy import CopyError, Job, run_parallel
-from ansible_collections.dflash.deploy.plugins.module_utils.journal import PHASES, is_committed, validate_plan
-from ansible_collections.dflash.deploy.plugins.module_utils.record import resolve
+from ansible_collections.dflash.deploy.plugins.module_utils.pydist.record import resolve
+from ansible_collections.dflash.deploy.plugins.module_utils.transplant.bundle import member_name
+from ansible_collections.dflash.deploy.plugins.module_utils.transplant.fastcopy import CopyError, Job, run_parallel
+from ansible_collections.dflash.deploy.plugins.module_utils.transplant.journal import (
+    PHASES,
+    is_committed,
+    validate_plan,
+)
 
 
 class RunError(Exception):

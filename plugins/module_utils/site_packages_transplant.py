@@ -12,25 +12,29 @@ import gc
 import os
 import stat
 
-from ansible_collections.dflash.deploy.plugins.module_utils.bundle import Bundle, BundleError, pack
-from ansible_collections.dflash.deploy.plugins.module_utils.dist_info import list_dists, normalize_name
-from ansible_collections.dflash.deploy.plugins.module_utils.fastcopy import CopyError, Placer, default_workers
 from ansible_collections.dflash.deploy.plugins.module_utils.fileio import kind_of
-from ansible_collections.dflash.deploy.plugins.module_utils.journal import (
+from ansible_collections.dflash.deploy.plugins.module_utils.pydist.dist_info import list_dists, normalize_name
+from ansible_collections.dflash.deploy.plugins.module_utils.pydist.record import resolve
+from ansible_collections.dflash.deploy.plugins.module_utils.pydist.venv import VenvError, open_venv
+from ansible_collections.dflash.deploy.plugins.module_utils.transplant.bundle import Bundle, BundleError, pack
+from ansible_collections.dflash.deploy.plugins.module_utils.transplant.fastcopy import (
+    CopyError,
+    Placer,
+    default_workers,
+)
+from ansible_collections.dflash.deploy.plugins.module_utils.transplant.journal import (
     STATE_DIRNAME,
     Journal,
     JournalError,
     validate_plan,
 )
-from ansible_collections.dflash.deploy.plugins.module_utils.record import resolve
-from ansible_collections.dflash.deploy.plugins.module_utils.transplant_plan import PlanError, build_plan
-from ansible_collections.dflash.deploy.plugins.module_utils.transplant_run import RunError, Runner, new_run_id
-from ansible_collections.dflash.deploy.plugins.module_utils.transplant_source import (
+from ansible_collections.dflash.deploy.plugins.module_utils.transplant.plan import PlanError, build_plan
+from ansible_collections.dflash.deploy.plugins.module_utils.transplant.run import RunError, Runner, new_run_id
+from ansible_collections.dflash.deploy.plugins.module_utils.transplant.source import (
     BundleSource,
     SourceError,
     VenvSource,
 )
-from ansible_collections.dflash.deploy.plugins.module_utils.venv import VenvError, open_venv
 
 
 class TransplantError(Exception):

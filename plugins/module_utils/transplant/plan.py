@@ -26,8 +26,8 @@ only stats.  Standard library only.
 import os
 import stat
 
-from ansible_collections.dflash.deploy.plugins.module_utils.dist_info import list_dists, name_matches
-from ansible_collections.dflash.deploy.plugins.module_utils.record import (
+from ansible_collections.dflash.deploy.plugins.module_utils.pydist.dist_info import list_dists, name_matches
+from ansible_collections.dflash.deploy.plugins.module_utils.pydist.record import (
     BIN_PREFIX,
     RecordEntry,
     RecordError,
@@ -36,8 +36,8 @@ from ansible_collections.dflash.deploy.plugins.module_utils.record import (
     read_record,
     resolve,
 )
-from ansible_collections.dflash.deploy.plugins.module_utils.transplant_source import rewrite_script
-from ansible_collections.dflash.deploy.plugins.module_utils.wheel_tags import check_tags
+from ansible_collections.dflash.deploy.plugins.module_utils.pydist.wheel_tags import check_tags
+from ansible_collections.dflash.deploy.plugins.module_utils.transplant.source import rewrite_script
 
 SAFE_MODE = 0o755
 

@@ -34,7 +34,7 @@ import stat
 import time
 
 from ansible_collections.dflash.deploy.plugins.module_utils.fileio import read_regular
-from ansible_collections.dflash.deploy.plugins.module_utils.record import (  # noqa: F401 (STATE_DIRNAME re-exported)
+from ansible_collections.dflash.deploy.plugins.module_utils.pydist.record import (  # noqa: F401 (STATE_DIRNAME re-exported)
     STATE_DIRNAME,
     RecordError,
     normalize_record_path,

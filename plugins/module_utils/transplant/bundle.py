@@ -27,9 +27,8 @@ import os
 import re
 import tarfile
 
-from ansible_collections.dflash.deploy.plugins.module_utils.fastcopy import run_parallel
 from ansible_collections.dflash.deploy.plugins.module_utils.fileio import open_regular
-from ansible_collections.dflash.deploy.plugins.module_utils.record import (
+from ansible_collections.dflash.deploy.plugins.module_utils.pydist.record import (
     BIN_PREFIX,
     VENV_PREFIX,
     RecordError,
@@ -38,6 +37,7 @@ from ansible_collections.dflash.deploy.plugins.module_utils.record import (
     parse_record,
     record_hash_to_hex,
 )
+from ansible_collections.dflash.deploy.plugins.module_utils.transplant.fastcopy import run_parallel
 
 MAX_MANIFEST_BYTES = 256 << 20  # one line per file: torch + nvidia + triton make about 5 MB
 MAX_METADATA_MEMBER_BYTES = 64 << 20  # a RECORD or WHEEL read into memory

@@ -30,7 +30,7 @@ except ImportError:  # pragma: no cover - depends on the host
     HAS_PACKAGING = False
     PACKAGING_IMPORT_ERROR = traceback.format_exc()
 
-from ansible_collections.dflash.deploy.plugins.module_utils.dist_info import normalize_name
+from ansible_collections.dflash.deploy.plugins.module_utils.pydist.dist_info import normalize_name
 
 
 def marker_environment(python_version=None):
