@@ -130,12 +130,6 @@ class Context:
                 self.verdefs[path] = None
         return self.verdefs[path]
 
-    def in_torch(self, path):
-        if not self.torch:
-            return False
-        tdir = os.path.realpath(self.torch["path"]) + os.sep
-        return os.path.realpath(path).startswith(tdir)
-
 
 def find_package_files(site, dists, name):
     """(import package name, [ELF candidate paths], [owning distribution keys]) or None."""
@@ -166,208 +160,355 @@ def find_package_files(site, dists, name):
     return None
 
 
-def analyze_file(ctx, path, package, findings):
-    """Per-file details; appends findings."""
-    site = ctx.site
-    rel_pkg = os.path.relpath(path, os.path.join(site, package)) if package else os.path.basename(path)
-    load, required, users = classify(package, rel_pkg, ctx.gpu_ccs, ctx.features)
-    sev = F.severity_for_load(load, required)
-    short = _short(path, site)
-    info = {"path": path, "load": load, "required": required}
-
-    def add(kind, detail, fix=None, severity=None, **extra):
-        f = F.make(kind, short, detail, severity or sev, load=load, fix=fix, **extra)
-        findings.append(f)
-
-    if os.path.islink(path) and not os.path.exists(path):
-        add("broken_symlink", "%s is a symlink to %s, which does not exist" % (short, os.readlink(path)),
-            fix="reinstall the distribution that owns it")
-        return info
-    try:
-        elf = ctx.open(path)
-        summary, _err = ctx.resolver.summary(path)
-        if summary is None:
-            raise _err
-    except ElfError as exc:
-        kind = exc.kind
-        fix = {"unreadable": "fix the file's permissions or ownership",
+_OPEN_FIXES = {"unreadable": "fix the file's permissions or ownership",
                "not_elf": "reinstall the distribution that owns it",
-               "corrupt_elf": "reinstall the distribution that owns it (the file is damaged or truncated)"}[kind]
-        if "not a regular file" in exc.detail:
-            fix = "replace it with the library itself: reinstall the distribution that owns it"
-        add(kind, "%s: %s" % (short, exc.detail), fix=fix)
-        return info
-    info.update({"soname": summary["soname"], "rpath": summary["rpath"], "runpath": summary["runpath"],
-                 "machine": summary["machine"]})
-    host = ctx.host_identity()
-    if tuple(summary["identity"]) != host:
-        add("wrong_architecture", "%s is ELF %d-bit %s-endian %s, but this venv's Python is %d-bit %s-endian %s"
-            % ((short,) + tuple(summary["identity"]) + host),
-            fix="install the distribution's build for %s (%d-bit)" % (host[2], host[0]))
-        return info
-    if not summary.get("has_sections", True):
-        add("symbols_unchecked", "%s has no section headers (the loader needs none): its symbols and versions "
-            "were not checked" % short, severity=F.INFO)
+               "corrupt_elf": "reinstall the distribution that owns it (the file is damaged or truncated)"}
 
-    # 1. dependencies, as ld.so after import torch
-    closure = ctx.resolver.closure(path)
-    direct = closure["needed"].get(path, [])
-    info["needed"] = [{"name": d["name"], "path": d["path"], "via": d["via"]} for d in direct]
-    resolved_direct = dict((d["name"], d["path"]) for d in direct if d["path"])
 
-    # 2. CUDA major versus torch's
-    majors = cuda_majors(summary["needed"])
-    info["cuda_major"] = sorted(majors)[0] if len(majors) == 1 else (sorted(majors) or None)
-    explained = set()
-    torch = ctx.torch
-    tmajor = torch.get("cuda_major") if torch else None
-    if majors and tmajor is not None:
+class _FileCheck:
+    """The checks of one ELF file, in the order the loader meets the problems.
+
+    Each step appends findings and fills ``info``; ``open`` says whether the
+    file is an ELF object of this host's architecture worth the other steps.
+    """
+
+    def __init__(self, ctx, path, package, findings):
+        self.ctx = ctx
+        self.path = path
+        self.package = package
+        self.findings = findings
+        site = ctx.site
+        rel_pkg = os.path.relpath(path, os.path.join(site, package)) if package else os.path.basename(path)
+        self.load, self.required, self.users = classify(package, rel_pkg, ctx.gpu_ccs, ctx.features)
+        self.severity = F.severity_for_load(self.load, self.required)
+        self.short = _short(path, site)
+        self.info = {"path": path, "load": self.load, "required": self.required}
+        self.elf = self.summary = self.closure = None
+        self.resolved_direct = {}
+
+    def add(self, kind, detail, fix=None, severity=None, **extra):
+        self.findings.append(F.make(kind, self.short, detail, severity or self.severity, load=self.load, fix=fix,
+                                    **extra))
+
+    def open(self):
+        """Readable ELF for this host's machine: False (with a finding) when the other steps cannot run."""
+        path, short = self.path, self.short
+        if os.path.islink(path) and not os.path.exists(path):
+            self.add("broken_symlink", "%s is a symlink to %s, which does not exist" % (short, os.readlink(path)),
+                     fix="reinstall the distribution that owns it")
+            return False
+        try:
+            self.elf = self.ctx.open(path)
+            summary, err = self.ctx.resolver.summary(path)
+            if summary is None:
+                raise err
+        except ElfError as exc:
+            fix = _OPEN_FIXES[exc.kind]
+            if "not a regular file" in exc.detail:
+                fix = "replace it with the library itself: reinstall the distribution that owns it"
+            self.add(exc.kind, "%s: %s" % (short, exc.detail), fix=fix)
+            return False
+        self.summary = summary
+        self.info.update({"soname": summary["soname"], "rpath": summary["rpath"], "runpath": summary["runpath"],
+                          "machine": summary["machine"]})
+        host = self.ctx.host_identity()
+        if tuple(summary["identity"]) != host:
+            self.add("wrong_architecture",
+                     "%s is ELF %d-bit %s-endian %s, but this venv's Python is %d-bit %s-endian %s"
+                     % ((short,) + tuple(summary["identity"]) + host),
+                     fix="install the distribution's build for %s (%d-bit)" % (host[2], host[0]))
+            return False
+        if not summary.get("has_sections", True):
+            self.add("symbols_unchecked", "%s has no section headers (the loader needs none): its symbols and "
+                     "versions were not checked" % short, severity=F.INFO)
+        return True
+
+    def dependencies(self):
+        """1. DT_NEEDED resolved as ld.so does after ``import torch``."""
+        self.closure = self.ctx.resolver.closure(self.path)
+        direct = self.closure["needed"].get(self.path, [])
+        self.info["needed"] = [{"name": d["name"], "path": d["path"], "via": d["via"]} for d in direct]
+        self.resolved_direct = dict((d["name"], d["path"]) for d in direct if d["path"])
+
+    def cuda_major(self):
+        """2. The CUDA major the file was built for versus torch's; returns the NEEDED names it explains."""
+        majors = cuda_majors(self.summary["needed"])
+        self.info["cuda_major"] = sorted(majors)[0] if len(majors) == 1 else (sorted(majors) or None)
+        explained = set()
+        torch = self.ctx.torch
+        tmajor = torch.get("cuda_major") if torch else None
+        if not majors or tmajor is None:
+            return explained
         for major, names in sorted(majors.items()):
             if major == tmajor:
                 continue
             explained.update(names)
-            unresolved = [n for n in names if not resolved_direct.get(n)]
+            unresolved = [n for n in names if not self.resolved_direct.get(n)]
             # Name torch first: the kernel distributions pin a torch version, so
             # "the other kernel build" is only a fix if it was made for this torch.
             base = str(torch.get("version") or "").split("+", 1)[0]
             fix = ("install torch %s built for CUDA %d (local tag +cu%d*), or a %s build for CUDA %d made for "
-                   "torch %s" % (base, major, major, package, tmajor, base))
-            add("cuda_major_mismatch",
-                "%s needs %s (CUDA %d) but torch is %s (CUDA %s)%s" % (
-                    short, names[0], major, torch.get("version"), torch.get("cuda"),
-                    "; %s not found" % ", ".join(unresolved) if unresolved else ""),
-                fix=fix, needed=names, torch_cuda=torch.get("cuda"))
+                   "torch %s" % (base, major, major, self.package, tmajor, base))
+            self.add("cuda_major_mismatch",
+                     "%s needs %s (CUDA %d) but torch is %s (CUDA %s)%s" % (
+                         self.short, names[0], major, torch.get("version"), torch.get("cuda"),
+                         "; %s not found" % ", ".join(unresolved) if unresolved else ""),
+                     fix=fix, needed=names, torch_cuda=torch.get("cuda"))
+        return explained
 
-    # 3. missing libraries (direct and transitive)
-    for miss in closure["missing"]:
-        name = miss["name"]
-        if name in explained and miss["requester"] == path:
-            continue
-        via = "" if miss["requester"] == path else " (needed by %s)" % _short(miss["requester"], site)
-        if name == "libcuda.so.1":
-            add("driver_missing", "%s needs libcuda.so.1, the NVIDIA driver's library, which is not found%s" % (
-                short, via), fix="install the NVIDIA driver (in a container: expose the driver libraries), or "
-                                 "set system_library_dirs/system_root to the target host's libraries")
-        elif TORCH_LIB.match(name) and not torch:
-            add("torch_missing", "%s needs %s but torch is not installed in the venv" % (short, name),
-                fix="install torch (the version the kernel was built for)")
-        else:
-            add("library_not_found", "%s needs %s, which the loader cannot find%s" % (short, name, via),
-                fix="install the distribution that provides %s or add its directory to LD_LIBRARY_PATH "
-                    "in environment" % name, searched=miss["searched"][:12])
-    for err in closure["errors"]:
-        if err.path != path:
-            add("dependency_unreadable", "%s: dependency %s: %s" % (short, _short(err.path, site), err.detail),
-                fix="reinstall the distribution that owns it")
-
-    # 4. undefined symbols: Python imports extensions with RTLD_NOW, so every non-weak undefined symbol must be
-    #    exported by an object in the load scope (the interpreter, what torch loaded, the file's own dependencies)
-    try:
-        undefined = elf.undefined_symbols()
-    except ElfError as exc:
-        add("corrupt_elf", "%s: cannot read dynamic symbols (%s)" % (short, exc.detail))
-        undefined = []
-    wanted = [n for n in undefined if TORCH_SYMBOL.match(n)]
-    info["torch_symbols_needed"] = len(wanted)
-    info["symbols_needed"] = len(undefined)
-    scope = list(ctx.interpreter_objects())
-    for p in ctx.resolver.loaded_paths + closure["objects"]:
-        if p != path and p not in scope:
-            scope.append(p)
-    unresolved_deps = bool(closure["missing"]) or bool(closure["errors"])
-    remaining = set(undefined)
-    if not ctx.interpreter_objects():
-        remaining = set(n for n in remaining if not n.startswith(("Py", "_Py")))
-    blind = []  # objects in the scope whose exports cannot be read without section headers
-    for p in scope:
-        if not remaining:
-            break
-        try:
-            handle = ctx.open(p)
-            if not handle.has_sections:
-                blind.append(p)
+    def missing_libraries(self, explained):
+        """3. Libraries the loader cannot find, direct and transitive (those the CUDA step explained aside)."""
+        path, short, site = self.path, self.short, self.ctx.site
+        for miss in self.closure["missing"]:
+            name = miss["name"]
+            if name in explained and miss["requester"] == path:
                 continue
-            remaining -= handle.lookup_defined(remaining)
-        except ElfError:
-            continue
-    if remaining and blind:
-        add("symbols_unchecked", "%s: %d undefined symbol(s) not found elsewhere may come from %s, which has no "
-            "section headers" % (short, len(remaining), _short(blind[0], site)), severity=F.INFO)
-        remaining = set()
-    torch_missing = sorted(n for n in remaining if TORCH_SYMBOL.match(n))
-    other_missing = sorted(n for n in remaining if not TORCH_SYMBOL.match(n))
-    info["torch_symbols_missing"] = len(torch_missing) if torch else None
-    info["symbols_missing"] = len(remaining)
-    if torch_missing and torch:
-        sample = torch_missing[:5]
-        abi_hint = any("RKSs" in n for n in torch_missing)
-        add("undefined_symbol",
-            "%s needs %d c10/at/torch symbol%s that torch %s does not export (e.g. %s)%s" % (
-                short, len(torch_missing), "" if len(torch_missing) == 1 else "s", torch.get("version"), sample[0],
-                "; old C++ ABI (std::string as Ss)" if abi_hint else ""),
-            fix="the extension was built against another torch: install the %s build made for torch %s, or "
-                "the torch it was built for" % (package, torch.get("version")),
-            symbols=sample, count=len(torch_missing))
-    if other_missing and not unresolved_deps:
-        # only meaningful when every dependency resolved: otherwise the missing library explains them
-        sample = other_missing[:5]
-        driver = resolved_direct.get("libcuda.so.1")
-        if driver and all(n.startswith("cu") for n in sample):
-            fix = "the NVIDIA driver's libcuda.so.1 (%s) is older than the extension needs: update the driver" % driver
-        else:
-            fix = "a dependency is older than the one the extension was built against: update it or rebuild"
-        add("undefined_symbol",
-            "%s needs %d symbol%s that no library in its load scope exports (e.g. %s)" % (
-                short, len(other_missing), "" if len(other_missing) == 1 else "s", sample[0]),
-            fix=fix, symbols=sample, count=len(other_missing))
+            via = "" if miss["requester"] == path else " (needed by %s)" % _short(miss["requester"], site)
+            if name == "libcuda.so.1":
+                self.add("driver_missing", "%s needs libcuda.so.1, the NVIDIA driver's library, which is not found%s"
+                         % (short, via), fix="install the NVIDIA driver (in a container: expose the driver "
+                                             "libraries), or set system_library_dirs/system_root to the target "
+                                             "host's libraries")
+            elif TORCH_LIB.match(name) and not self.ctx.torch:
+                self.add("torch_missing", "%s needs %s but torch is not installed in the venv" % (short, name),
+                         fix="install torch (the version the kernel was built for)")
+            else:
+                self.add("library_not_found", "%s needs %s, which the loader cannot find%s" % (short, name, via),
+                         fix="install the distribution that provides %s or add its directory to LD_LIBRARY_PATH "
+                             "in environment" % name, searched=miss["searched"][:12])
+        for err in self.closure["errors"]:
+            if err.path != path:
+                self.add("dependency_unreadable", "%s: dependency %s: %s" % (short, _short(err.path, site),
+                                                                             err.detail),
+                         fix="reinstall the distribution that owns it")
 
-    # 5. GLIBC/GLIBCXX versions
-    try:
-        needs = elf.version_needs()
-    except (ElfError, ValueError, IndexError) as exc:
-        needs = {}
-        add("corrupt_elf", "%s: cannot read .gnu.version_r (%s)" % (short, exc))
-    info["version_needs"] = dict((k, sorted(v, key=_version_key)[-1:]) for k, v in needs.items() if v)
-    for lib, versions in sorted(needs.items()):
-        provider = resolved_direct.get(lib)
-        if not provider:
-            continue
-        defs = ctx.version_defs(provider)
-        if defs is None:
-            continue
-        missing = sorted(set(v for v in versions if v not in defs), key=_version_key)
-        if missing:
-            have = sorted((d for d in defs if d.split("_", 1)[0] == missing[-1].split("_", 1)[0]), key=_version_key)
-            add("glibc_version_missing", "%s needs %s from %s but %s provides up to %s" % (
-                short, missing[-1], lib, provider, have[-1] if have else "none"),
-                fix="use a build made for this host's older C/C++ runtime, or a newer OS image",
-                versions=missing)
+    def _load_scope(self):
+        scope = list(self.ctx.interpreter_objects())
+        for p in self.ctx.resolver.loaded_paths + self.closure["objects"]:
+            if p != self.path and p not in scope:
+                scope.append(p)
+        return scope
 
-    # 6. GPU code
-    rng = elf.section_range(".nv_fatbin")
-    if rng is not None:
+    def _unresolved_symbols(self, undefined):
+        """The undefined symbols no object in the load scope exports (an empty set when a scope object
+        without section headers could hold them: an info finding says so)."""
+        remaining = set(undefined)
+        if not self.ctx.interpreter_objects():
+            remaining = set(n for n in remaining if not n.startswith(("Py", "_Py")))
+        blind = []  # objects in the scope whose exports cannot be read without section headers
+        for p in self._load_scope():
+            if not remaining:
+                break
+            try:
+                handle = self.ctx.open(p)
+                if not handle.has_sections:
+                    blind.append(p)
+                    continue
+                remaining -= handle.lookup_defined(remaining)
+            except ElfError:
+                continue
+        if remaining and blind:
+            self.add("symbols_unchecked", "%s: %d undefined symbol(s) not found elsewhere may come from %s, which "
+                     "has no section headers" % (self.short, len(remaining), _short(blind[0], self.ctx.site)),
+                     severity=F.INFO)
+            remaining = set()
+        return remaining
+
+    def undefined_symbols(self):
+        """4. Python imports extensions with RTLD_NOW, so every non-weak undefined symbol must be exported by
+        an object in the load scope (the interpreter, what torch loaded, the file's own dependencies)."""
+        short, torch = self.short, self.ctx.torch
         try:
-            entries = scan_fatbin(elf.mm, rng[0], rng[0] + rng[1])
+            undefined = self.elf.undefined_symbols()
+        except ElfError as exc:
+            self.add("corrupt_elf", "%s: cannot read dynamic symbols (%s)" % (short, exc.detail))
+            undefined = []
+        self.info["torch_symbols_needed"] = len([n for n in undefined if TORCH_SYMBOL.match(n)])
+        self.info["symbols_needed"] = len(undefined)
+        unresolved_deps = bool(self.closure["missing"]) or bool(self.closure["errors"])
+        remaining = self._unresolved_symbols(undefined)
+        torch_missing = sorted(n for n in remaining if TORCH_SYMBOL.match(n))
+        other_missing = sorted(n for n in remaining if not TORCH_SYMBOL.match(n))
+        self.info["torch_symbols_missing"] = len(torch_missing) if torch else None
+        self.info["symbols_missing"] = len(remaining)
+        if torch_missing and torch:
+            sample = torch_missing[:5]
+            abi_hint = any("RKSs" in n for n in torch_missing)
+            self.add("undefined_symbol",
+                     "%s needs %d c10/at/torch symbol%s that torch %s does not export (e.g. %s)%s" % (
+                         short, len(torch_missing), "" if len(torch_missing) == 1 else "s", torch.get("version"),
+                         sample[0], "; old C++ ABI (std::string as Ss)" if abi_hint else ""),
+                     fix="the extension was built against another torch: install the %s build made for torch %s, "
+                         "or the torch it was built for" % (self.package, torch.get("version")),
+                     symbols=sample, count=len(torch_missing))
+        if other_missing and not unresolved_deps:
+            # only meaningful when every dependency resolved: otherwise the missing library explains them
+            sample = other_missing[:5]
+            driver = self.resolved_direct.get("libcuda.so.1")
+            if driver and all(n.startswith("cu") for n in sample):
+                fix = ("the NVIDIA driver's libcuda.so.1 (%s) is older than the extension needs: update the driver"
+                       % driver)
+            else:
+                fix = "a dependency is older than the one the extension was built against: update it or rebuild"
+            self.add("undefined_symbol",
+                     "%s needs %d symbol%s that no library in its load scope exports (e.g. %s)" % (
+                         short, len(other_missing), "" if len(other_missing) == 1 else "s", sample[0]),
+                     fix=fix, symbols=sample, count=len(other_missing))
+
+    def symbol_versions(self):
+        """5. GLIBC_/GLIBCXX_ versions required versus those the resolved providers define."""
+        try:
+            needs = self.elf.version_needs()
+        except (ElfError, ValueError, IndexError) as exc:
+            needs = {}
+            self.add("corrupt_elf", "%s: cannot read .gnu.version_r (%s)" % (self.short, exc))
+        self.info["version_needs"] = dict((k, sorted(v, key=_version_key)[-1:]) for k, v in needs.items() if v)
+        for lib, versions in sorted(needs.items()):
+            provider = self.resolved_direct.get(lib)
+            if not provider:
+                continue
+            defs = self.ctx.version_defs(provider)
+            if defs is None:
+                continue
+            missing = sorted(set(v for v in versions if v not in defs), key=_version_key)
+            if missing:
+                have = sorted((d for d in defs if d.split("_", 1)[0] == missing[-1].split("_", 1)[0]),
+                              key=_version_key)
+                self.add("glibc_version_missing", "%s needs %s from %s but %s provides up to %s" % (
+                    self.short, missing[-1], lib, provider, have[-1] if have else "none"),
+                    fix="use a build made for this host's older C/C++ runtime, or a newer OS image",
+                    versions=missing)
+
+    def gpu_code(self):
+        """6. The SM code in ``.nv_fatbin`` versus the compute capabilities of the GPUs that load the file."""
+        rng = self.elf.section_range(".nv_fatbin")
+        if rng is None:
+            self.info["archs"] = []
+            return
+        try:
+            entries = scan_fatbin(self.elf.mm, rng[0], rng[0] + rng[1])
         except FatbinError as exc:
-            entries = None
-            add("corrupt_elf", "%s: .nv_fatbin unreadable (%s)" % (short, exc))
-        if entries is not None:
-            archs = architectures(entries)
-            info["archs"] = archs
-            targets = users if users is not None else ctx.gpu_ccs
-            if targets:
-                bad = [cc for cc in sorted(set(targets)) if not usable_code(entries, cc)]
-                for cc in bad:
-                    major_minor = format_cc(cc)
-                    fix = "install a build with sm_%d%d code" % cc
-                    if load == "lazy" and not required:
-                        fix += ", or keep the feature that loads it unused (e.g. another attention backend)"
-                    add("no_gpu_code", "%s has no code for compute capability %s (has %s)" % (
-                        short, major_minor, ", ".join(archs) or "nothing"), fix=fix,
-                        compute_capability=major_minor)
-    else:
-        info["archs"] = []
-    return info
+            self.add("corrupt_elf", "%s: .nv_fatbin unreadable (%s)" % (self.short, exc))
+            return
+        archs = architectures(entries)
+        self.info["archs"] = archs
+        targets = self.users if self.users is not None else self.ctx.gpu_ccs
+        if not targets:
+            return
+        for cc in [cc for cc in sorted(set(targets)) if not usable_code(entries, cc)]:
+            major_minor = format_cc(cc)
+            fix = "install a build with sm_%d%d code" % cc
+            if self.load == "lazy" and not self.required:
+                fix += ", or keep the feature that loads it unused (e.g. another attention backend)"
+            self.add("no_gpu_code", "%s has no code for compute capability %s (has %s)" % (
+                self.short, major_minor, ", ".join(archs) or "nothing"), fix=fix, compute_capability=major_minor)
+
+
+def analyze_file(ctx, path, package, findings):
+    """Per-file details; appends findings."""
+    check = _FileCheck(ctx, path, package, findings)
+    if check.open():
+        check.dependencies()
+        explained = check.cuda_major()
+        check.missing_libraries(explained)
+        check.undefined_symbols()
+        check.symbol_versions()
+        check.gpu_code()
+    return check.info
+
+
+def _record_missing_files(site, dist, pkg, gpu_ccs, features):
+    """A finding when the distribution's RECORD lists files that are not on disk (an error when one of them is a
+    library the GPUs load at import or a configured feature needs), else None."""
+    state = check_files(site, dist)
+    count = state["missing_count"] + state["broken_symlink_count"]
+    if not count:
+        return None
+    sev = F.WARNING
+    for p in [p for p in state["missing_files"] if is_library_name(p)]:
+        rel = os.path.relpath(os.path.join(site, p), os.path.join(site, pkg))
+        load, req, _u = classify(pkg, rel, gpu_ccs, features)
+        if F.severity_for_load(load, req) == F.ERROR:
+            sev = F.ERROR
+    return F.make("record_missing_file", dist["dist_info"],
+                  "RECORD of %s %s lists %d missing file%s (e.g. %s)" % (
+                      dist["name"], dist["version"], count, "" if count == 1 else "s",
+                      (state["missing_files"] + state["broken_symlinks"])[0]),
+                  severity=sev, fix="reinstall %s" % dist["name"])
+
+
+def _owner_conflict(pkg, owners_map):
+    entry = owners_map.get(pkg)
+    if not entry:
+        return None
+    return F.make("owner_conflict", pkg, "%s is claimed by %s; the files on disk match %s" % (
+        pkg, " and ".join(entry["distributions"]), " and ".join(entry["on_disk"]) or "neither RECORD"),
+        severity=F.WARNING, fix="uninstall the look-alike distribution",
+        distributions=entry["distributions"], on_disk=entry["on_disk"])
+
+
+class _Package:
+    """One entry of ``packages``: its files found, its distributions' state, then every file analysed."""
+
+    def __init__(self, ctx, dists, venv, result, max_files):
+        self.ctx = ctx
+        self.dists = dists
+        self.venv = venv
+        self.result = result
+        self.max_files = max_files
+        self._owners_map = None
+
+    def owners_map(self):
+        if self._owners_map is None:
+            self._owners_map = import_owners(self.ctx.site, self.dists)
+        return self._owners_map
+
+    def check(self, name):
+        findings, site, ctx = self.result["findings"], self.ctx.site, self.ctx
+        if not _PACKAGE_NAME.match(name) or ".." in name:
+            findings.append(F.make("package_not_found", name, "%r is not an import or distribution name (packages "
+                                   "are names inside the venv, not paths)" % name,
+                                   fix="name the package, e.g. sgl_kernel"))
+            return
+        found = find_package_files(site, self.dists, name)
+        if found is None:
+            findings.append(F.make("package_not_found", name, "%s is not installed in %s" % (name, self.venv),
+                                   fix="install the distribution that provides %s" % name))
+            return
+        pkg, files, owners = found
+        self.result["packages"][name] = {"import_name": pkg, "distributions": owners, "files": len(files)}
+        if len(owners) > 1:
+            findings.extend(f for f in [_owner_conflict(pkg, self.owners_map())] if f)
+        for key in owners:
+            findings.extend(f for f in [_record_missing_files(site, self.dists[key], pkg, ctx.gpu_ccs,
+                                                              ctx.features)] if f)
+        if not files:
+            findings.append(F.make("package_not_found", name, "%s has no compiled extension files" % name,
+                                   severity=F.INFO))
+        for path in files[:self.max_files] if self.max_files else files:
+            if not os.path.lexists(path):
+                continue
+            info = analyze_file(ctx, path, pkg, findings)
+            info["package"] = name
+            self.result["files"].append(info)
+
+
+def _torch_import(resolver, torch, site):
+    """Load torch's libraries into the resolver as ``import torch`` does; what it loaded and missed."""
+    report = simulate_torch_import(resolver, torch["path"], site, torch.get("cuda_major"))
+    return {
+        "loaded": len(resolver.loaded_paths),
+        "preloaded": [_short(p, site) for p in report["preloaded"]],
+        "missing": ["%s needs %s" % (_short(m["requester"], site), m["name"]) for m in report["missing"]],
+    }
+
+
+def _finish(result, t0):
+    result["findings"] = F.sort_findings(result["findings"])
+    result["compatible"] = not F.errors(result["findings"])
+    result["msg"] = F.message(result["findings"])
+    result["elapsed"] = round(time.monotonic() - t0, 3)
+    return result
 
 
 def check(venv, packages=("sgl_kernel",), gpu_ccs=None, environment=None, system_root="/",
@@ -388,81 +529,21 @@ def check(venv, packages=("sgl_kernel",), gpu_ccs=None, environment=None, system
     dists = scan(site)
     torch = torch_facts(site, dists)
     result["torch"] = torch
-    env = environment or {}
     system = SystemLibraries(system_root or "/", system_library_dirs)
-    resolver = Resolver(system, split_path_list(env.get("LD_LIBRARY_PATH")))
+    resolver = Resolver(system, split_path_list((environment or {}).get("LD_LIBRARY_PATH")))
     result["system"] = {"source": system.source, "library_dirs": system.dirs if system.explicit else None,
                         "cache_error": system.cache_error}
     if torch:
-        report = simulate_torch_import(resolver, torch["path"], site, torch.get("cuda_major"))
-        result["torch_import"] = {
-            "loaded": len(resolver.loaded_paths),
-            "preloaded": [_short(p, site) for p in report["preloaded"]],
-            "missing": ["%s needs %s" % (_short(m["requester"], site), m["name"]) for m in report["missing"]],
-        }
+        result["torch_import"] = _torch_import(resolver, torch, site)
     if gpu_ccs is None:
         findings.append(F.make("arch_check_skipped", None,
                                "no GPU compute capability known: the SM architecture check was skipped",
                                severity=F.INFO))
     ctx = Context(site, resolver, torch, gpu_ccs, features, v["python"])
-    owners_map = None
     try:
+        package = _Package(ctx, dists, venv, result, max_files)
         for name in packages:
-            if not _PACKAGE_NAME.match(name) or ".." in name:
-                findings.append(F.make("package_not_found", name, "%r is not an import or distribution name (packages "
-                                       "are names inside the venv, not paths)" % name,
-                                       fix="name the package, e.g. sgl_kernel"))
-                continue
-            found = find_package_files(site, dists, name)
-            if found is None:
-                findings.append(F.make("package_not_found", name, "%s is not installed in %s" % (name, venv),
-                                       fix="install the distribution that provides %s" % name))
-                continue
-            pkg, files, owners = found
-            result["packages"][name] = {"import_name": pkg, "distributions": owners, "files": len(files)}
-            if len(owners) > 1:
-                if owners_map is None:
-                    owners_map = import_owners(site, dists)
-                entry = owners_map.get(pkg)
-                if entry:
-                    findings.append(F.make(
-                        "owner_conflict", pkg,
-                        "%s is claimed by %s; the files on disk match %s" % (
-                            pkg, " and ".join(entry["distributions"]),
-                            " and ".join(entry["on_disk"]) or "neither RECORD"),
-                        severity=F.WARNING, fix="uninstall the look-alike distribution",
-                        distributions=entry["distributions"], on_disk=entry["on_disk"]))
-            for key in owners:
-                state = check_files(site, dists[key])
-                if state["missing_count"] or state["broken_symlink_count"]:
-                    missing_libs = [p for p in state["missing_files"] if is_library_name(p)]
-                    sev = F.WARNING
-                    for p in missing_libs:
-                        rel = os.path.relpath(os.path.join(site, p), os.path.join(site, pkg))
-                        load, req, _u = classify(pkg, rel, gpu_ccs, features)
-                        if F.severity_for_load(load, req) == F.ERROR:
-                            sev = F.ERROR
-                    findings.append(F.make(
-                        "record_missing_file", dists[key]["dist_info"],
-                        "RECORD of %s %s lists %d missing file%s (e.g. %s)" % (
-                            dists[key]["name"], dists[key]["version"],
-                            state["missing_count"] + state["broken_symlink_count"],
-                            "" if state["missing_count"] + state["broken_symlink_count"] == 1 else "s",
-                            (state["missing_files"] + state["broken_symlinks"])[0]),
-                        severity=sev, fix="reinstall %s" % dists[key]["name"]))
-            if not files:
-                findings.append(F.make("package_not_found", name, "%s has no compiled extension files" % name,
-                                       severity=F.INFO))
-            for path in files[:max_files] if max_files else files:
-                if not os.path.lexists(path):
-                    continue
-                info = analyze_file(ctx, path, pkg, findings)
-                info["package"] = name
-                result["files"].append(info)
+            package.check(name)
     finally:
         ctx.close()
-    result["findings"] = F.sort_findings(findings)
-    result["compatible"] = not F.errors(findings)
-    result["msg"] = F.message(result["findings"])
-    result["elapsed"] = round(time.monotonic() - t0, 3)
-    return result
+    return _finish(result, t0)

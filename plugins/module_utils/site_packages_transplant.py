@@ -6,11 +6,13 @@ Both return the module's result dict and raise TransplantError with a
 message a person can act on.  Standard library only.
 """
 
+from __future__ import annotations
 
 import errno
 import gc
 import os
 import stat
+from dataclasses import dataclass, replace
 
 from ansible_collections.dflash.deploy.plugins.module_utils.fileio import kind_of
 from ansible_collections.dflash.deploy.plugins.module_utils.pydist.dist_info import list_dists, normalize_name
@@ -35,6 +37,24 @@ from ansible_collections.dflash.deploy.plugins.module_utils.transplant.source im
     SourceError,
     VenvSource,
 )
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What one transplant run is asked to do: the module's options, as transplant() takes them."""
+
+    dest: str
+    src: str | None = None
+    bundle: str | None = None
+    distributions: list | None = None
+    remove: tuple = ()
+    link: str = "auto"
+    keep_backups: int = 0
+    do_fsync: bool = False
+    workers: int | None = None
+    verify_source: bool = False
+    check_mode: bool = False
+    diff: bool = False
 
 
 class TransplantError(Exception):
@@ -90,38 +110,37 @@ def transplant(dest, src=None, bundle=None, distributions=None, remove=(), link=
     gc_enabled = gc.isenabled()
     gc.disable()
     try:
-        return _transplant(dest, src, bundle, distributions, remove, link, keep_backups, do_fsync, workers,
-                           verify_source, check_mode, diff)
+        return _transplant(Settings(dest, src, bundle, distributions, remove, link, keep_backups, do_fsync, workers,
+                                    verify_source, check_mode, diff))
     finally:
         if gc_enabled:
             gc.enable()
 
 
-def _transplant(dest, src, bundle, distributions, remove, link, keep_backups, do_fsync, workers, verify_source,
-                check_mode, diff):
-    workers = workers or default_workers()
+def _transplant(settings):
+    settings = replace(settings, workers=settings.workers or default_workers())
     try:
-        dest_venv = open_venv(dest)
+        dest_venv = open_venv(settings.dest)
     except VenvError as exc:
         raise TransplantError("destination: %s" % exc) from exc
     journal = Journal(os.path.join(dest_venv.root, STATE_DIRNAME))
     try:
         # The lock comes first: what the source holds, the pending journal, the plan and the bundle
         # check are all read under it, so a second run into this venv cannot act on a stale plan.
-        if not check_mode:
+        if not settings.check_mode:
             journal.lock()
     except _KNOWN as exc:
         raise TransplantError(str(exc)) from exc
     except OSError as exc:
         raise TransplantError(_os_message(exc, dest_venv.root), errno=exc.errno) from exc
     try:
-        return _locked(journal, dest_venv, src, bundle, distributions, remove, link, keep_backups, do_fsync,
-                       workers, verify_source, check_mode, diff)
+        return _locked(journal, dest_venv, settings)
     finally:
         journal.unlock()
 
 
-def _load_source(dest_venv, src, bundle, distributions, link, verify_source):
+def _load_source(dest_venv, settings):
+    src, bundle, link = settings.src, settings.bundle, settings.link
     source = None
     selected = []
     try:
@@ -135,17 +154,17 @@ def _load_source(dest_venv, src, bundle, distributions, link, verify_source):
                 raise TransplantError("link=%s needs a source venv; bundle members can only be copied" % link)
             source = BundleSource(bundle)
         if source is not None:
-            selected = source.load(distributions or [], verify_hashes=verify_source)
+            selected = source.load(settings.distributions or [], verify_hashes=settings.verify_source)
     except _KNOWN as exc:
         raise TransplantError(str(exc)) from exc
     return source, selected
 
 
-def _locked(journal, dest_venv, src, bundle, distributions, remove, link, keep_backups, do_fsync, workers,
-            verify_source, check_mode, diff):
-    source, selected = _load_source(dest_venv, src, bundle, distributions, link, verify_source)
-    placer = Placer(link, do_fsync, workers)
-    runner = Runner(journal, placer, keep_backups, workers)
+def _locked(journal, dest_venv, settings):
+    check_mode, diff, workers = settings.check_mode, settings.diff, settings.workers
+    source, selected = _load_source(dest_venv, settings)
+    placer = Placer(settings.link, settings.do_fsync, workers)
+    runner = Runner(journal, placer, settings.keep_backups, workers)
     result = {"changed": False, "recovered": None, "moved": [], "removed": [], "unchanged": [], "kept_shared": [],
               "files_copied": 0, "files_linked": 0, "bytes_copied": 0, "bytes_linked": 0, "files_removed": 0,
               "link_methods": [], "backup": None, "backup_kept": False, "warnings_list": []}
@@ -161,7 +180,7 @@ def _locked(journal, dest_venv, src, bundle, distributions, remove, link, keep_b
             else:
                 result["recovered"] = runner.recover(dest_venv.site_packages)
                 result["changed"] = True
-        plan = build_plan(new_run_id(), source, selected, dest_venv, remove or ())
+        plan = build_plan(new_run_id(), source, selected, dest_venv, settings.remove or ())
         if plan.has_work and isinstance(source, BundleSource):
             source.verify(selected, workers)  # before anything changes
         dest_dists = list_dists(dest_venv.site_packages) if diff else []

@@ -64,7 +64,7 @@ options:
     description:
       - Features the server will use whose libraries load lazily, making their findings errors.
       - Known names are C(fa3) or C(flash_attn) (C(flash_ops)), C(flashmla) (C(flashmla_ops)) and C(spatial)
-        (C(spatial_ops)).
+        (C(spatial_ops)). Another name is ignored with a warning naming it.
     type: list
     elements: str
     default: []
@@ -226,7 +226,10 @@ try:
     from ansible_collections.dflash.deploy.plugins.module_utils import abi_check as abi
     from ansible_collections.dflash.deploy.plugins.module_utils import findings as F
     from ansible_collections.dflash.deploy.plugins.module_utils.elfload.cuda_compat import format_cc, parse_cc
-    from ansible_collections.dflash.deploy.plugins.module_utils.elfload.loadplan import FEATURE_LIBRARIES
+    from ansible_collections.dflash.deploy.plugins.module_utils.elfload.loadplan import (
+        FEATURE_LIBRARIES,
+        unknown_features,
+    )
     from ansible_collections.dflash.deploy.plugins.module_utils.host.gpu import nvidia_smi_facts
     from ansible_collections.dflash.deploy.plugins.module_utils.host.imports import (
         check_environment,
@@ -278,6 +281,9 @@ def main():
     if problem:
         module.fail_json(msg=problem, changed=False)
     environment = dict((str(k), str(v)) for k, v in (p["environment"] or {}).items())
+    for name in unknown_features(p["features"]):
+        module.warn("features: %r is not a feature abi_check knows (%s); it is ignored"
+                    % (name, ", ".join(sorted(FEATURE_LIBRARIES))))
     features = list(p["features"])
     if p["attention_backend"]:
         features.append(p["attention_backend"])

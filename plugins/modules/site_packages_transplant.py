@@ -113,6 +113,9 @@ options:
 requirements:
   - Python 3.8 to 3.13 on the managed host (the versions the collection's sanity tests compile and import on).
 notes:
+  - The environment variables C(_DFLASH_TRANSPLANT_CRASH_AT), C(_DFLASH_TRANSPLANT_PAUSE_AT) and
+    C(_DFLASH_TRANSPLANT_PAUSE_FILE) are fault-injection hooks for the collection's tests; unset they do
+    nothing. Never set them on a real deploy.
   - Crash safety covers the process being killed at any moment, not power loss unless O(fsync=true).
     See C(docs/modules/site_packages_transplant.md) in the collection for what is fsynced.
 attributes:

@@ -16,8 +16,7 @@ from __future__ import annotations
 
 import re
 
-# library stem -> decides the CUDA major
-MAJOR_LIBRARIES = ("libcudart", "libcublas", "libcublasLt", "libnvrtc")
+# the libraries whose SONAME major is the CUDA major
 _SONAME_RE = re.compile(r"^(libcudart|libcublasLt|libcublas|libnvrtc)\.so\.(\d+)$")
 
 

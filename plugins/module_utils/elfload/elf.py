@@ -561,20 +561,6 @@ class ElfFile:
         return out
 
 
-def is_elf(path):
-    """True when the file starts with the ELF magic (cheap pre-filter)."""
-    try:
-        fd = open_regular(path)
-    except OSError:
-        return False
-    try:
-        return os.read(fd, 4) == ELF_MAGIC
-    except OSError:
-        return False
-    finally:
-        os.close(fd)
-
-
 def read_summary(path):
     """Everything abi_check needs from one file, as a plain dict.
 

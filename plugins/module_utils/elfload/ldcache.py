@@ -17,7 +17,6 @@ from ansible_collections.dflash.deploy.plugins.module_utils.fileio import read_r
 OLD_MAGIC = b"ld.so-1.7.0"
 NEW_MAGIC = b"glibc-ld.so.cache1.1"
 
-FLAG_ELF_LIBC6 = 0x0003
 # e_machine name -> the cache entry flags the loader accepts for it
 CACHE_FLAGS = {
     "x86_64": 0x0303,

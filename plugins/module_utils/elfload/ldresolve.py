@@ -27,8 +27,6 @@ import re
 from ansible_collections.dflash.deploy.plugins.module_utils.elfload.elf import ElfError, read_summary
 from ansible_collections.dflash.deploy.plugins.module_utils.fileio import read_text
 
-DRIVER_LIBRARIES = ("libcuda.so.1", "libnvidia-ml.so.1")
-
 
 def split_path_list(value):
     """Directories of a ':'-separated list ('' entries mean the current directory to ld.so; dropped)."""

@@ -10,35 +10,20 @@ waited on.  Other processes on the GPU are not disturbed by 1 MiB.
 
 from __future__ import annotations
 
-import json
 import os
-import signal
-import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
+
+from ansible_collections.dflash.deploy.plugins.module_utils.host import smoke_child
+from ansible_collections.dflash.deploy.plugins.module_utils.host.runner import (
+    child_source,
+    fan_out,
+    parse_report,
+    run_with_timeout,
+)
 
 GPU_QUERY = "index,uuid,name,compute_cap,memory.total,memory.used,driver_version,pci.bus_id"
 APP_QUERY = "gpu_uuid,pid,process_name,used_memory"
-
-
-def run_with_timeout(argv, timeout, env=None):
-    """(rc, stdout, stderr, timed_out); the whole process group is killed on timeout."""
-    try:
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
-                                start_new_session=True)
-    except OSError as exc:
-        return None, "", str(exc), False
-    try:
-        out, err = proc.communicate(timeout=timeout)
-        return proc.returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"), False
-    except subprocess.TimeoutExpired:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except OSError:
-            pass
-        out, err = proc.communicate()
-        return proc.returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"), True
 
 
 def _num(text):
@@ -146,78 +131,6 @@ def device_nodes(dev_dir, indexes):
     return {"dir": dev_dir, "nvidiactl": ctl, "missing": missing}
 
 
-# Runs in a child interpreter: standard library + libcuda.so.1 only.
-SMOKE_SCRIPT = r'''
-import ctypes, json, sys, time
-mode = sys.argv[1]
-res = {"ok": False, "step": "load libcuda.so.1"}
-def emit():
-    sys.stdout.write("\n@@DFLASH@@" + json.dumps(res) + "\n"); sys.stdout.flush()
-try:
-    cu = ctypes.CDLL("libcuda.so.1")
-except OSError as e:
-    res["error"] = str(e); emit(); sys.exit(0)
-def name(rc):
-    p = ctypes.c_char_p()
-    try:
-        if cu.cuGetErrorName(rc, ctypes.byref(p)) == 0 and p.value:
-            return p.value.decode()
-    except Exception:
-        pass
-    return "CUresult %d" % rc
-def call(step, fn, *args):
-    res["step"] = step
-    sys.stdout.write("@@STEP@@%s\n" % step); sys.stdout.flush()
-    rc = fn(*args)
-    if rc != 0:
-        res["error"] = name(rc); emit(); sys.exit(0)
-v = ctypes.c_int()
-cu.cuDriverGetVersion(ctypes.byref(v))
-res["cuda_driver_version"] = "%d.%d" % (v.value // 1000, v.value % 1000 // 10)
-call("cuInit", cu.cuInit, 0)
-n = ctypes.c_int()
-call("cuDeviceGetCount", cu.cuDeviceGetCount, ctypes.byref(n))
-def describe(i):
-    d = ctypes.c_int()
-    call("cuDeviceGet", cu.cuDeviceGet, ctypes.byref(d), i)
-    buf = ctypes.create_string_buffer(256)
-    call("cuDeviceGetName", cu.cuDeviceGetName, buf, 256, d)
-    ma, mi = ctypes.c_int(), ctypes.c_int()
-    call("cuDeviceGetAttribute", cu.cuDeviceGetAttribute, ctypes.byref(ma), 75, d)
-    call("cuDeviceGetAttribute", cu.cuDeviceGetAttribute, ctypes.byref(mi), 76, d)
-    pci = ctypes.create_string_buffer(64)
-    bus = None
-    if cu.cuDeviceGetPCIBusId(pci, 64, d) == 0:
-        bus = pci.value.decode()
-    return d, {"name": buf.value.decode(), "compute_capability": "%d.%d" % (ma.value, mi.value), "pci_bus_id": bus}
-if mode == "list":
-    res["devices"] = [describe(i)[1] for i in range(n.value)]
-    res["ok"] = True; res["step"] = "done"; emit(); sys.exit(0)
-t0 = time.monotonic()
-dev, info = describe(0)
-res.update(info)
-ctx = ctypes.c_void_p()
-call("cuCtxCreate", cu.cuCtxCreate_v2, ctypes.byref(ctx), 0, dev)
-ptr = ctypes.c_uint64()
-call("cuMemAlloc", cu.cuMemAlloc_v2, ctypes.byref(ptr), ctypes.c_size_t(1 << 20))
-call("cuCtxSynchronize", cu.cuCtxSynchronize)
-call("cuMemFree", cu.cuMemFree_v2, ptr)
-call("cuCtxDestroy", cu.cuCtxDestroy_v2, ctx)
-res["ok"] = True; res["step"] = "done"; res["seconds"] = round(time.monotonic() - t0, 3)
-emit()
-'''
-
-
-def _parse_child(stdout):
-    for line in reversed(stdout.splitlines()):
-        if line.startswith("@@DFLASH@@"):
-            try:
-                return json.loads(line[len("@@DFLASH@@"):])
-            except ValueError:
-                return None
-    return None
-
-
 def _child_env(env, visible):
     e = dict(os.environ if env is None else env)
     e["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
@@ -231,10 +144,10 @@ def _child_env(env, visible):
 def list_driver_devices(python=None, timeout=20, env=None):
     """Devices the driver enumerates (no context created): dict(ok, devices, error, step)."""
     rc, stdout, stderr, timed_out = run_with_timeout(
-        [python or sys.executable, "-c", SMOKE_SCRIPT, "list"], timeout, _child_env(env, None))
+        [python or sys.executable, "-c", child_source(smoke_child), "list"], timeout, _child_env(env, None))
     if timed_out:
         return {"ok": False, "devices": [], "step": "enumerate", "error": "timed out after %ss" % timeout}
-    res = _parse_child(stdout)
+    res = parse_report(stdout)
     if res is None:
         return {"ok": False, "devices": [], "step": "enumerate",
                 "error": "smoke test process died (rc %s): %s" % (rc, (stderr.strip().splitlines() or [""])[-1])}
@@ -246,13 +159,13 @@ def smoke_test_one(target, python=None, timeout=30, env=None):
     """Prove one GPU works; ``target`` is a UUID or an index (PCI bus order)."""
     t0 = time.monotonic()
     rc, stdout, stderr, timed_out = run_with_timeout(
-        [python or sys.executable, "-c", SMOKE_SCRIPT, "one"], timeout, _child_env(env, target))
+        [python or sys.executable, "-c", child_source(smoke_child), "one"], timeout, _child_env(env, target))
     elapsed = round(time.monotonic() - t0, 3)
     if timed_out:
         steps = [line[len("@@STEP@@"):] for line in stdout.splitlines() if line.startswith("@@STEP@@")]
         return {"ok": False, "step": steps[-1] if steps else "start", "seconds": elapsed,
                 "error": "timed out after %ss: the GPU does not answer (hung)" % timeout}
-    res = _parse_child(stdout)
+    res = parse_report(stdout)
     if res is None:
         return {"ok": False, "step": "start", "seconds": elapsed,
                 "error": "smoke test process died (rc %s): %s" % (rc, (stderr.strip().splitlines() or [""])[-1])}
@@ -262,9 +175,4 @@ def smoke_test_one(target, python=None, timeout=30, env=None):
 
 def smoke_test(targets, python=None, timeout=30, env=None, workers=8):
     """{target: result} for every target, in parallel."""
-    targets = list(targets)
-    if not targets:
-        return {}
-    with ThreadPoolExecutor(max_workers=max(1, min(workers, len(targets)))) as pool:
-        results = list(pool.map(lambda t: smoke_test_one(t, python, timeout, env), targets))
-    return dict((t, results[i]) for i, t in enumerate(targets))
+    return fan_out(lambda t: smoke_test_one(t, python, timeout, env), targets, workers)

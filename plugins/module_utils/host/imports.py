@@ -5,27 +5,16 @@ parallel, each with a timeout, in the environment the service will have."""
 
 from __future__ import annotations
 
-import json
 import os
 import time
-from concurrent.futures import ThreadPoolExecutor
 
-from ansible_collections.dflash.deploy.plugins.module_utils.host.gpu import run_with_timeout
-
-IMPORT_SCRIPT = r'''
-import importlib, json, sys, time
-t0 = time.monotonic()
-res = {"ok": False}
-try:
-    m = importlib.import_module(sys.argv[1])
-    v = getattr(m, "__version__", None)
-    res = {"ok": True, "version": None if v is None else str(v)}
-except BaseException as e:
-    text = " | ".join(l.strip() for l in str(e).splitlines() if l.strip())
-    res = {"ok": False, "error": "%s: %s" % (type(e).__name__, text[:2000])}
-res["seconds"] = round(time.monotonic() - t0, 3)
-sys.stdout.write("\n@@DFLASH@@" + json.dumps(res) + "\n")
-'''
+from ansible_collections.dflash.deploy.plugins.module_utils.host import import_child
+from ansible_collections.dflash.deploy.plugins.module_utils.host.runner import (
+    child_source,
+    fan_out,
+    parse_report,
+    run_with_timeout,
+)
 
 
 def check_environment(environment):
@@ -59,29 +48,20 @@ def service_env(environment=None, base=None):
 
 def import_one(python, name, timeout=120, env=None):
     t0 = time.monotonic()
-    rc, stdout, stderr, timed_out = run_with_timeout([python, "-c", IMPORT_SCRIPT, name], timeout, env)
+    rc, stdout, stderr, timed_out = run_with_timeout([python, "-c", child_source(import_child), name], timeout, env)
     wall = round(time.monotonic() - t0, 3)
     if timed_out:
         return {"ok": False, "version": None, "seconds": wall, "error": "timed out after %ss" % timeout}
-    for line in reversed(stdout.splitlines()):
-        if line.startswith("@@DFLASH@@"):
-            try:
-                res = json.loads(line[len("@@DFLASH@@"):])
-            except ValueError:
-                break
-            res.setdefault("version", None)
-            res.setdefault("error", None)
-            res["seconds"] = wall
-            return res
+    res = parse_report(stdout)
+    if res is not None:
+        res.setdefault("version", None)
+        res.setdefault("error", None)
+        res["seconds"] = wall
+        return res
     last = (stderr.strip().splitlines() or ["no output"])[-1]
     return {"ok": False, "version": None, "seconds": wall,
             "error": "interpreter exited with rc %s before reporting: %s" % (rc, last)}
 
 
 def import_many(python, names, timeout=120, env=None, workers=4):
-    names = list(dict.fromkeys(names))
-    if not names:
-        return {}
-    with ThreadPoolExecutor(max_workers=max(1, min(workers, len(names)))) as pool:
-        results = list(pool.map(lambda n: import_one(python, n, timeout, env), names))
-    return dict((n, results[i]) for i, n in enumerate(names))
+    return fan_out(lambda n: import_one(python, n, timeout, env), dict.fromkeys(names), workers)

@@ -9,13 +9,12 @@ distribution claims (``sgl_kernel`` from both ``sgl-kernel`` and
 
 from __future__ import annotations
 
-import base64
 import csv
 import hashlib
 import os
 import re
 
-from ansible_collections.dflash.deploy.plugins.module_utils.fileio import open_regular, read_text
+from ansible_collections.dflash.deploy.plugins.module_utils.fileio import read_text
 from ansible_collections.dflash.deploy.plugins.module_utils.pydist.dist_info import (
     MAX_REQUIREMENTS,
     MAX_SMALL_FILE_BYTES,
@@ -24,7 +23,7 @@ from ansible_collections.dflash.deploy.plugins.module_utils.pydist.dist_info imp
     normalize_name,
     read_metadata,
 )
-from ansible_collections.dflash.deploy.plugins.module_utils.pydist.record import RecordError
+from ansible_collections.dflash.deploy.plugins.module_utils.pydist.record import RecordError, hash_file
 from ansible_collections.dflash.deploy.plugins.module_utils.pydist.record import parse_record as _parse_record
 
 # RECORD of the largest real distributions (torch: 11,678 files) is about 1.5 MB.
@@ -158,18 +157,15 @@ def check_files(site_packages, dist, limit=5):
 
 
 def _record_digest_matches(full, digest):
+    """Whether the file's content has the RECORD hash (None: no usable hash, or the file cannot be read)."""
     algo, _unused, expected = digest.partition("=")
     if not expected or algo not in hashlib.algorithms_guaranteed:
         return None
-    h = hashlib.new(algo)
     try:
-        with os.fdopen(open_regular(full), "rb") as fh:
-            for chunk in iter(lambda: fh.read(1 << 20), b""):
-                h.update(chunk)
+        got, _size = hash_file(full, algo, nofollow=False)
     except OSError:
         return None
-    got = base64.urlsafe_b64encode(h.digest()).rstrip(b"=").decode("ascii")
-    return got == expected
+    return got == "%s=%s" % (algo, expected)
 
 
 def import_owners(site_packages, dists, max_files=20, max_size=1 << 20):

@@ -206,11 +206,14 @@ def hash_bytes(data, algo="sha256"):
     return digest_to_record_hash(algo, hashlib.new(algo, data).digest())
 
 
-def hash_file(path, algo="sha256"):
-    """(record hash, size) of a regular file (a FIFO or device is refused), read in large chunks."""
+def hash_file(path, algo="sha256", nofollow=True):
+    """(record hash, size) of a regular file (a FIFO or device is refused), read in large chunks.
+
+    ``nofollow=False`` hashes what a symlink points to (pkg_probe compares installed files as Python sees them).
+    """
     hasher = hashlib.new(algo)
     size = 0
-    with os.fdopen(open_regular(path, nofollow=True), "rb") as handle:
+    with os.fdopen(open_regular(path, nofollow=nofollow), "rb") as handle:
         while True:
             chunk = handle.read(_READ_CHUNK)
             if not chunk:
@@ -225,26 +228,3 @@ def resolve(site_packages, record_path):
     if not record_path.startswith("../"):
         return site_packages + "/" + record_path  # already normalized: no join/normpath per file
     return os.path.normpath(os.path.join(site_packages, record_path))
-
-
-def verify_entries(site_packages, entries):
-    """Check every entry against the disk; return a list of problem strings."""
-    problems = []
-    for entry in entries:
-        full = resolve(site_packages, entry.path)
-        if not os.path.isfile(full):
-            problems.append("missing: %s" % entry.path)
-            continue
-        if not entry.hash:
-            continue
-        algo = entry.hash.partition("=")[0]
-        try:
-            actual, size = hash_file(full, algo)
-        except (ValueError, OSError) as exc:
-            problems.append("unreadable: %s (%s)" % (entry.path, exc))
-            continue
-        if actual != entry.hash:
-            problems.append("hash mismatch: %s" % entry.path)
-        elif entry.size is not None and size != entry.size:
-            problems.append("size mismatch: %s" % entry.path)
-    return problems

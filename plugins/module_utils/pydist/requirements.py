@@ -17,7 +17,6 @@ with pip's own check on real venvs.
 from __future__ import annotations
 
 import re
-import subprocess
 import traceback
 
 try:
@@ -30,6 +29,7 @@ except ImportError:  # pragma: no cover - depends on the host
     HAS_PACKAGING = False
     PACKAGING_IMPORT_ERROR = traceback.format_exc()
 
+from ansible_collections.dflash.deploy.plugins.module_utils.host.runner import run_with_timeout
 from ansible_collections.dflash.deploy.plugins.module_utils.pydist.dist_info import normalize_name
 
 
@@ -117,16 +117,16 @@ def parse_uv_check(text, dists):
 
 def check_with_uv(uv, python, dists, timeout=60):
     """(unsatisfied list, error or None) from ``uv pip check --python <python>``."""
-    try:
-        proc = subprocess.run([uv, "pip", "check", "--python", python], stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, timeout=timeout, check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return [], "uv pip check could not run: %s" % exc
-    text = proc.stdout.decode("utf-8", "replace")
+    rc, text, err, timed_out = run_with_timeout([uv, "pip", "check", "--python", python], timeout,
+                                                merge_stderr=True)
+    if rc is None:
+        return [], "uv pip check could not run: %s" % err
+    if timed_out:
+        return [], "uv pip check could not run: timed out after %ss" % timeout
     found = parse_uv_check(text, dists)
-    if proc.returncode not in (0, 1) or (proc.returncode == 1 and not found and "requires" not in text):
+    if rc not in (0, 1) or (rc == 1 and not found and "requires" not in text):
         last = (text.strip().splitlines() or ["no output"])[-1]
-        return found, "uv pip check failed (rc %d): %s" % (proc.returncode, last)
+        return found, "uv pip check failed (rc %d): %s" % (rc, last)
     return found, None
 
 

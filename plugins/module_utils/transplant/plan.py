@@ -242,18 +242,18 @@ class _DestTree:
         return [d for d in self.missing if d in needed]
 
 
-def build_plan(run_id, source, selected, dest, remove=(), check_abi=True):
-    """Compute the plan; raise PlanError (with the reason) before anything changes."""
-    plan = Plan(run_id, dest)
-    if check_abi:
-        for src in selected:
-            reason = check_tags(src.wheel_tags, dest.version, dest.freethreaded)
-            if reason:
-                raise PlanError("%s %s cannot go into %s: %s" % (src.name, src.version, dest.root, reason))
-            if not src.wheel_tags:
-                plan.warnings.append("%s %s has no WHEEL tags; its Python ABI was not checked"
-                                     % (src.name, src.version))
-    dest_dists = list_dists(dest.site_packages)
+def _check_abi(plan, selected, dest):
+    """Refuse a distribution built for another Python ABI; warn about one without WHEEL tags."""
+    for src in selected:
+        reason = check_tags(src.wheel_tags, dest.version, dest.freethreaded)
+        if reason:
+            raise PlanError("%s %s cannot go into %s: %s" % (src.name, src.version, dest.root, reason))
+        if not src.wheel_tags:
+            plan.warnings.append("%s %s has no WHEEL tags; its Python ABI was not checked" % (src.name, src.version))
+
+
+def _moving_and_removed(plan, selected, dest, dest_dists, remove):
+    """([(incoming dist, [destination dists it replaces])], [destination dists to remove]); unchanged ones noted."""
     by_key = {}
     for dist in dest_dists:
         by_key.setdefault(dist.key, []).append(dist)
@@ -262,7 +262,6 @@ def build_plan(run_id, source, selected, dest, remove=(), check_abi=True):
     both = sorted(set(d.name for d in removed if d.key in incoming_keys))
     if both:
         raise PlanError("%s both moved and removed: drop it from one of distributions/remove" % ", ".join(both))
-
     moving = []
     for src in selected:
         olds = by_key.get(src.key, [])
@@ -270,82 +269,83 @@ def build_plan(run_id, source, selected, dest, remove=(), check_abi=True):
             plan.unchanged.append({"name": src.name, "version": src.version})
         else:
             moving.append((src, olds))
-    if not moving and not removed:
-        return plan
+    return moving, removed
 
-    leaving = [d for dummy, olds in moving for d in olds] + removed
-    leaving_ids = set(d.dist_info for d in leaving)
-    staying = [d for d in dest_dists if d.dist_info not in leaving_ids]
 
-    staying_claims = {}
+def _staying_claims(plan, staying):
+    """{RECORD path: [(distribution name, hash)]} of the distributions that stay in the destination."""
+    claims = {}
     for dist in staying:
         entries = _dest_entries(dist)
         if entries is None:
             plan.warnings.append("destination %s %s has no RECORD; it claims no files" % (dist.name, dist.version))
             continue
         for entry in entries:
-            staying_claims.setdefault(entry.path, []).append((dist.name, entry.hash))
+            claims.setdefault(entry.path, []).append((dist.name, entry.hash))
+    return claims
 
-    tree = _DestTree(dest)
+
+def _plan_incoming(plan, source, src, olds, dest, tree, staying_claims, incoming):
+    """The writes of one incoming distribution (its files, then its dist-info with a new RECORD)."""
+    plan.moved.append({
+        "name": src.name, "from": olds[0].version if olds else None, "to": src.version,
+        "dist_info": src.dist_info, "old_dist_infos": [d.dist_info for d in olds],
+    })
     site_packages = dest.site_packages
+    record_path = src.dist_info + "/RECORD"
+    info_prefix = src.dist_info + "/"
+    new_entries = []
+    info_files = []
+    files = src.files
     last_parent = listing = None
-    incoming = {}  # path -> (dist name, hash)
-    for src, olds in moving:
-        plan.moved.append({
-            "name": src.name, "from": olds[0].version if olds else None, "to": src.version,
-            "dist_info": src.dist_info, "old_dist_infos": [d.dist_info for d in olds],
-        })
-        record_path = src.dist_info + "/RECORD"
-        info_prefix = src.dist_info + "/"
-        new_entries = []
-        info_files = []
-        files = src.files
-        for entry in src.entries:
-            path = entry.path
-            sfile = files[path]
-            full = site_packages + "/" + path if path[:3] != "../" else resolve(site_packages, path)
-            parent, dummy, name = full.rpartition("/")
-            if parent != last_parent:  # RECORD lists a directory's files together
-                listing = tree.listing(parent, full)
-                last_parent = parent
-            kind = listing.get(name) if listing is not None else None
-            if path[:len(BIN_PREFIX)] == BIN_PREFIX:
-                data = rewrite_script(_read(source, sfile), source.prefixes, dest.root)
-                op = WriteOp(path, source=sfile, data=data, size=len(data), full=full)
-                entry = RecordEntry(path, hash_bytes(data), len(data))
-                script = True
-            else:
-                op = WriteOp(path, sfile, None, sfile.size, sfile.mode, sfile.mtime_ns, False, full)
-                script = False
-            new_entries.append(entry)
-            if path in staying_claims:
-                for other, other_hash in staying_claims[path]:
-                    if script or not entry.hash or other_hash != entry.hash:
-                        raise PlanError("%s of incoming %s is also claimed by %s, which stays, with other content: "
-                                        "add %s to remove (or move it too)" % (path, src.name, other, other))
-            prior = incoming.get(path)
-            if prior is not None:
-                if prior[1] != entry.hash or not entry.hash:
-                    raise PlanError("%s is claimed by both incoming %s and %s with different content"
-                                    % (path, prior[0], src.name))
-                continue
-            incoming[path] = (src.name, entry.hash)
-            if path.startswith(info_prefix):
-                if path != record_path:
-                    info_files.append(op)
-                continue
-            if kind == _DIR:
-                raise PlanError("%s of %s would replace a directory in the destination" % (path, src.name))
-            op.existed = kind is not None
-            plan.writes.append(op)
-        record_data = format_record(new_entries).encode("utf-8")
-        rec_source = files.get(record_path)
-        info_files.append(WriteOp(record_path, data=record_data, mode=0o644,
-                                  mtime_ns=rec_source.mtime_ns if rec_source else None))
-        existed = tree.kind(os.path.join(site_packages, src.dist_info), check=False) is not None
-        plan.dist_info_writes.append(DistInfoOp(src.dist_info, existed, info_files))
-    plan.new_dirs = tree.needed_dirs(plan.writes)
+    for entry in src.entries:
+        path = entry.path
+        sfile = files[path]
+        full = site_packages + "/" + path if path[:3] != "../" else resolve(site_packages, path)
+        parent, dummy, name = full.rpartition("/")
+        if parent != last_parent:  # RECORD lists a directory's files together
+            listing = tree.listing(parent, full)
+            last_parent = parent
+        kind = listing.get(name) if listing is not None else None
+        if path[:len(BIN_PREFIX)] == BIN_PREFIX:
+            data = rewrite_script(_read(source, sfile), source.prefixes, dest.root)
+            op = WriteOp(path, source=sfile, data=data, size=len(data), full=full)
+            entry = RecordEntry(path, hash_bytes(data), len(data))
+            script = True
+        else:
+            op = WriteOp(path, sfile, None, sfile.size, sfile.mode, sfile.mtime_ns, False, full)
+            script = False
+        new_entries.append(entry)
+        if path in staying_claims:
+            for other, other_hash in staying_claims[path]:
+                if script or not entry.hash or other_hash != entry.hash:
+                    raise PlanError("%s of incoming %s is also claimed by %s, which stays, with other content: "
+                                    "add %s to remove (or move it too)" % (path, src.name, other, other))
+        prior = incoming.get(path)
+        if prior is not None:
+            if prior[1] != entry.hash or not entry.hash:
+                raise PlanError("%s is claimed by both incoming %s and %s with different content"
+                                % (path, prior[0], src.name))
+            continue
+        incoming[path] = (src.name, entry.hash)
+        if path.startswith(info_prefix):
+            if path != record_path:
+                info_files.append(op)
+            continue
+        if kind == _DIR:
+            raise PlanError("%s of %s would replace a directory in the destination" % (path, src.name))
+        op.existed = kind is not None
+        plan.writes.append(op)
+    record_data = format_record(new_entries).encode("utf-8")
+    rec_source = files.get(record_path)
+    info_files.append(WriteOp(record_path, data=record_data, mode=0o644,
+                              mtime_ns=rec_source.mtime_ns if rec_source else None))
+    existed = tree.kind(os.path.join(site_packages, src.dist_info), check=False) is not None
+    plan.dist_info_writes.append(DistInfoOp(src.dist_info, existed, info_files))
 
+
+def _plan_deletes(plan, leaving, dest, tree, staying_claims, incoming):
+    """The files of leaving distributions that nothing incoming or staying claims, and are on disk."""
     deletes = set()
     for dist in leaving:
         plan.old_dist_infos.append(dist.dist_info)
@@ -359,13 +359,34 @@ def build_plan(run_id, source, selected, dest, remove=(), check_abi=True):
             if entry.path in staying_claims:
                 plan.kept_shared.append(entry.path)
                 continue
-            full = resolve(site_packages, entry.path)
+            full = resolve(dest.site_packages, entry.path)
             if tree.kind(full, check=False) is None:
                 continue
             tree.kind(full)
             if entry.path not in deletes:
                 deletes.add(entry.path)
                 plan.deletes.append(entry.path)
+
+
+def build_plan(run_id, source, selected, dest, remove=(), check_abi=True):
+    """Compute the plan; raise PlanError (with the reason) before anything changes."""
+    plan = Plan(run_id, dest)
+    if check_abi:
+        _check_abi(plan, selected, dest)
+    dest_dists = list_dists(dest.site_packages)
+    moving, removed = _moving_and_removed(plan, selected, dest, dest_dists, remove)
+    if not moving and not removed:
+        return plan
+
+    leaving = [d for dummy, olds in moving for d in olds] + removed
+    leaving_ids = set(d.dist_info for d in leaving)
+    staying_claims = _staying_claims(plan, [d for d in dest_dists if d.dist_info not in leaving_ids])
+    tree = _DestTree(dest)
+    incoming = {}  # path -> (dist name, hash)
+    for src, olds in moving:
+        _plan_incoming(plan, source, src, olds, dest, tree, staying_claims, incoming)
+    plan.new_dirs = tree.needed_dirs(plan.writes)
+    _plan_deletes(plan, leaving, dest, tree, staying_claims, incoming)
     for dist in removed:
         plan.removed.append({"name": dist.name, "version": dist.version, "dist_info": dist.dist_info})
 

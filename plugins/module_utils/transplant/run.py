@@ -535,10 +535,3 @@ def _job(op, full, tmp, direct=False):
     if op.data is not None:
         return Job(full, tmp, op.size, op.mode, op.mtime_ns, data=op.data, direct=direct)
     return Job(full, tmp, op.size, op.mode, op.mtime_ns, src=src.src, offset=src.offset, direct=direct)
-
-
-def file_mode_ok(path):
-    try:
-        return stat.S_ISREG(os.lstat(path).st_mode)
-    except OSError:
-        return False

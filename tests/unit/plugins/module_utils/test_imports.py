@@ -64,3 +64,22 @@ def test_environment_and_timeouts_checked_before_anything_runs():
     assert I.check_timeouts(a=1, b=0.5, c=None) is None
     env = I.service_env({"DROP": None, "N": 3}, base={"DROP": "1", "KEEP": "k"})
     assert env == {"KEEP": "k", "N": "3"}
+
+
+def test_child_scripts_are_the_module_utils_files_and_run_on_their_own(tmp_path):
+    # what the parent sends to `python -c` is the file ruff and these tests see, and it needs nothing else
+    import subprocess
+    from pathlib import Path
+
+    from ansible_collections.dflash.deploy.plugins.module_utils.host import import_child, runner, smoke_child
+    for child in (import_child, smoke_child):
+        assert runner.child_source(child) == Path(child.__file__).read_text()
+    proc = subprocess.run([sys.executable, "-I", "-c", runner.child_source(import_child), "json"],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=60, check=False)
+    report = runner.parse_report(proc.stdout)
+    assert report["ok"] is True and report["seconds"] >= 0
+    proc = subprocess.run([sys.executable, "-I", "-c", runner.child_source(smoke_child), "list"],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=60, check=False,
+                          env={"PATH": "/usr/bin:/bin", "LD_LIBRARY_PATH": str(tmp_path)})
+    report = runner.parse_report(proc.stdout)
+    assert report["step"] == "load libcuda.so.1" or report["step"].startswith("cu"), report

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 from ansible_collections.dflash.deploy.plugins.module_utils.pydist.record import (
-    RecordEntry,
     RecordError,
     format_record,
     hash_bytes,
@@ -13,7 +12,6 @@ from ansible_collections.dflash.deploy.plugins.module_utils.pydist.record import
     normalize_record_path,
     parse_record,
     record_hash_to_hex,
-    verify_entries,
 )
 
 
@@ -97,17 +95,3 @@ def test_hash_helpers(tmp_path):
     assert hash_file(str(path)) == (value, len(data))
     algo, hex_digest = record_hash_to_hex(value)
     assert algo == "sha256" and hex_to_record_hash(hex_digest) == value
-
-
-def test_verify_entries(tmp_path):
-    (tmp_path / "pkg").mkdir()
-    (tmp_path / "pkg" / "a.py").write_bytes(b"a")
-    (tmp_path / "pkg" / "b.py").write_bytes(b"changed")
-    entries = [
-        RecordEntry("pkg/a.py", hash_bytes(b"a"), 1),
-        RecordEntry("pkg/b.py", hash_bytes(b"b"), 1),
-        RecordEntry("pkg/c.py", hash_bytes(b"c"), 1),
-        RecordEntry("pkg.dist-info/RECORD"),
-    ]
-    problems = verify_entries(str(tmp_path), entries)
-    assert problems == ["hash mismatch: pkg/b.py", "missing: pkg/c.py", "missing: pkg.dist-info/RECORD"]

@@ -71,15 +71,6 @@ def test_link_or_copy_replaces_what_is_there_and_keeps_symlinks(tmp_path):
     assert os.readlink(dst) == "new.so"
 
 
-def test_file_mode_ok_is_a_regular_file_only(tmp_path):
-    (tmp_path / "f").write_text("x")
-    (tmp_path / "l").symlink_to("f")
-    assert R.file_mode_ok(str(tmp_path / "f")) is True
-    assert R.file_mode_ok(str(tmp_path / "l")) is False
-    assert R.file_mode_ok(str(tmp_path / "missing")) is False
-    assert R.file_mode_ok(str(tmp_path)) is False
-
-
 def test_run_ids_carry_the_start_time_to_the_microsecond(monkeypatch):
     monkeypatch.setattr(R.time, "time", lambda: 1796073150.654321)
     run_id = R.new_run_id()

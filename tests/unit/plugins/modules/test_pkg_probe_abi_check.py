@@ -94,3 +94,14 @@ def test_adhoc_command_and_ansible_doc():
         doc = subprocess.run([str(bin_dir / "ansible-doc"), "dflash.deploy." + mod], cwd=REPO, capture_output=True,
                              text=True, check=False)
         assert doc.returncode == 0 and "RETURN VALUES" in doc.stdout, doc.stderr
+
+
+def test_abi_check_warns_about_an_unknown_feature(tmp_path, capsys, monkeypatch):
+    # a mistyped feature is named in a warning, not silently dropped; a known one and the backend are not.
+    # (module.warn goes to the controller's display once a test in this process loaded controller code:
+    # record the calls themselves.)
+    warnings = []
+    monkeypatch.setattr(abi_check.AnsibleModule, "warn", lambda self, msg, **kw: warnings.append(msg))
+    run_module(abi_check, {"venv": str(tmp_path), "features": ["fa3", "flashmal"], "attention_backend": "triton",
+                           "gpu_compute_capabilities": ["12.0"], "fail_on_error": False}, capsys)
+    assert len(warnings) == 1 and "'flashmal' is not a feature abi_check knows" in warnings[0], warnings
