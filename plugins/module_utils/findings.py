@@ -34,6 +34,10 @@ KINDS = (
     "import_failed",           # second opinion: the real import failed
     "record_missing_file",     # RECORD lists a file that is not there
     "owner_conflict",          # the import name is claimed by more than one distribution
+    "duplicate_distribution",  # two dist-info directories of one distribution (a broken install)
+    "dist_info_unreadable",    # a dist-info file (METADATA, RECORD, ...) that cannot be read or parsed
+    "torch_unreadable",        # torch's build facts could not be read from its files
+    "requirements_unchecked",  # neither packaging nor uv could evaluate the requirements
     "arch_check_skipped",      # no GPU compute capability known
     "symbols_unchecked",       # an object without section headers: its symbols were not checked
 )

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 
+from ansible_collections.dflash.deploy.plugins.module_utils import findings as F
 from ansible_collections.dflash.deploy.plugins.module_utils.host import gpu as G
 from ansible_collections.dflash.deploy.plugins.module_utils.host.imports import import_many, service_env
 from ansible_collections.dflash.deploy.plugins.module_utils.pydist import distributions as D
@@ -16,36 +17,44 @@ from ansible_collections.dflash.deploy.plugins.module_utils.pydist.venv import l
 
 
 def probe_distributions(venv_info, only=None, uv=None):
-    """distributions, import_owners, unsatisfied, requirements_check, torch, problems."""
+    """distributions, import_owners, unsatisfied, requirements_check, torch, findings (and problems: their
+    details, one line each)."""
     site = venv_info["site_packages"]
     dists = D.scan(site)
     wanted = set(normalize_name(n) for n in only) if only else None
-    problems = []
+    findings = []
+
+    def add(kind, path, detail):
+        findings.append(F.make(kind, path, detail, severity=F.WARNING))
+
     out_dists = {}
     for key, dist in dists.items():
         detailed = wanted is None or key.split("#", 1)[0] in wanted
         if detailed:
             dist.update(D.check_files(site, dist))
             if dist["missing_count"] or dist["broken_symlink_count"]:
-                problems.append("%s %s: RECORD lists %d missing file(s) and %d broken symlink(s), e.g. %s" % (
-                    dist["name"], dist["version"], dist["missing_count"], dist["broken_symlink_count"],
-                    (dist["missing_files"] + dist["broken_symlinks"])[0]))
+                add("record_missing_file", dist["dist_info"],
+                    "%s %s: RECORD lists %d missing file(s) and %d broken symlink(s), e.g. %s" % (
+                        dist["name"], dist["version"], dist["missing_count"], dist["broken_symlink_count"],
+                        (dist["missing_files"] + dist["broken_symlinks"])[0]))
         for err in dist.get("errors", ()):
-            problems.append("%s: %s" % (dist["dist_info"], err))
+            add("dist_info_unreadable", dist["dist_info"], "%s: %s" % (dist["dist_info"], err))
         if "#" in key:
-            problems.append("%s is installed more than once (%s)" % (dist["name"], dist["dist_info"]))
+            add("duplicate_distribution", dist["dist_info"],
+                "%s is installed more than once (%s)" % (dist["name"], dist["dist_info"]))
         out_dists[key] = D.public_view(dist, detailed)
     owners = D.import_owners(site, dists)
     for name, entry in owners.items():
-        problems.append("import %s is owned by %s; files on disk match %s" % (
+        add("owner_conflict", name, "import %s is owned by %s; files on disk match %s" % (
             name, ", ".join(entry["distributions"]), ", ".join(entry["on_disk"]) or "neither RECORD"))
     req = check_requirements(dists, venv_info.get("python_version"), uv=uv,
                              python=venv_info["python"] if venv_info.get("python_exists") else None)
     if req["error"]:
-        problems.append(req["error"])
+        add("requirements_unchecked", None, req["error"])
     torch = torch_facts(site, dists)
     if torch and torch.get("problems"):
-        problems.extend("torch: %s" % p for p in torch["problems"])
+        for problem in torch["problems"]:
+            add("torch_unreadable", torch.get("path"), "torch: %s" % problem)
     return {
         "distributions": out_dists,
         "import_owners": dict((k, v["distributions"]) for k, v in owners.items()),
@@ -53,7 +62,8 @@ def probe_distributions(venv_info, only=None, uv=None):
         "unsatisfied": req["unsatisfied"],
         "requirements_check": {"method": req["method"], "error": req["error"]},
         "torch": torch,
-        "problems": problems,
+        "findings": findings,
+        "problems": [f["detail"] for f in findings],
     }
 
 

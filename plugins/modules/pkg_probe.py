@@ -257,8 +257,19 @@ gpu_smoke_test:
   returned: when O(gpu_smoke_test)
   type: dict
   sample: {"ok": false, "error": "GPU 1 (00000000:21:00.0): CUDA_ERROR_UNKNOWN at cuCtxCreate", "gpus": []}
+findings:
+  description:
+    - What the probe found wrong while reading, in the vocabulary of M(dflash.deploy.abi_check) (C(kind),
+      C(path), C(detail), C(severity)). Kinds are C(record_missing_file), C(dist_info_unreadable),
+      C(duplicate_distribution), C(owner_conflict), C(requirements_unchecked) and C(torch_unreadable); the
+      severity is always C(warning) (pkg_probe describes; the release verdict decides).
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"kind": "owner_conflict", "path": "sgl_kernel", "severity": "warning",
+            "detail": "import sgl_kernel is owned by sgl-kernel, sglang-kernel; files on disk match sgl-kernel"}]
 problems:
-  description: One line per problem found while reading (missing RECORD files, shared import names, ...).
+  description: The details of RV(findings), one line each, in the same order.
   returned: always
   type: list
   elements: str

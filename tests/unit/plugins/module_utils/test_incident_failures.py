@@ -96,6 +96,11 @@ def test_look_alike_owning_sgl_kernel(make_venv, driver):
     assert p["import_owners"] == {"sgl_kernel": ["sgl-kernel", "sglang-kernel"]}
     assert p["import_owners_detail"]["sgl_kernel"]["on_disk"] == ["sgl-kernel"]
     assert "import sgl_kernel is owned by sgl-kernel, sglang-kernel; files on disk match sgl-kernel" in p["problems"]
+    # pkg_probe speaks abi_check's vocabulary: the same line is a structured finding
+    assert {"kind": "owner_conflict", "path": "sgl_kernel", "severity": "warning",
+            "detail": "import sgl_kernel is owned by sgl-kernel, sglang-kernel; files on disk match sgl-kernel"} \
+        in p["findings"]
+    assert p["problems"] == [f["detail"] for f in p["findings"]]
     r = abi.check(str(venv), gpu_ccs=BLACKWELL, environment=driver)
     conflict = [f for f in r["findings"] if f["kind"] == "owner_conflict"]
     assert conflict[0]["detail"] == ("sgl_kernel is claimed by sgl-kernel and sglang-kernel; the files on disk "
