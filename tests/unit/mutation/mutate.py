@@ -47,6 +47,11 @@ def _copy_tree() -> None:
         (TREE / shared).symlink_to(REPO / shared)
 
 
+def _name(path: str) -> str:
+    """build/mutate/<name>.*: unique per file (modules/abi_check.py and module_utils/abi_check.py share a stem)."""
+    return Path(path).with_suffix("").as_posix().removeprefix("plugins/").replace("/", ".")
+
+
 def _config(path: str, tests: list[str], conf: dict) -> str:
     cmd = f"{BIN / 'python'} -m pytest -x -q -p no:cacheprovider -p no:randomly " + " ".join(tests)
     return "\n".join([
@@ -85,7 +90,7 @@ def _counts(db: Path) -> tuple[int, int, list[str]]:
 def _recheck(paths: list[str], conf: dict, env: dict) -> list[str]:
     lines = []
     for path in paths:
-        name = Path(path).stem
+        name = _name(path)
         db = OUT / f"{name}.sqlite"
         killed, total, survivors = _counts(db)
         cmd = json.loads(_config(path, conf["files"][path], conf).split("test-command = ", 1)[1].split("\n", 1)[0])
@@ -129,7 +134,7 @@ def main(argv: list[str]) -> int:
         summary = _recheck(chosen, conf, env)
         chosen = []
     for path in chosen:
-        name = Path(path).stem
+        name = _name(path)
         (OUT / f"{name}.toml").write_text(_config(path, files[path], conf))
         db = OUT / f"{name}.sqlite"
         db.unlink(missing_ok=True)
