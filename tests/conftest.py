@@ -1,5 +1,6 @@
 """Shared pytest fixtures for dflash.deploy.
 
+- Puts `tests/support` on sys.path (shared test helpers).
 - Puts `.collections` (made by `make setup`) on sys.path so tests import the
   collection as Ansible does: `ansible_collections.dflash.deploy.plugins...`.
 - `fixture_build`: the fixture packages built from tests/fixtures/ (built on
@@ -23,6 +24,11 @@ UV = Path(os.environ.get("DFLASH_UV", REPO / ".tools" / "uv" / "bin" / "uv"))
 
 if str(COLLECTIONS) not in sys.path:
     sys.path.insert(0, str(COLLECTIONS))
+# tests/support: helpers shared by unit and integration tests (abi_native builds real ELF files with gcc,
+# transplant_support makes venvs and runs site_packages_transplant)
+SUPPORT = REPO / "tests" / "support"
+if str(SUPPORT) not in sys.path:
+    sys.path.insert(0, str(SUPPORT))
 
 
 def _build_fixtures() -> Path:

@@ -36,7 +36,7 @@ from transplant_support import (
 TAG = f"{CPTAG}-{CPTAG}-linux_x86_64"
 MODULE = "ansible_collections.dflash.deploy.plugins.modules.site_packages_transplant"
 HERE = Path(__file__).resolve().parent
-SUPPORT = HERE.parents[1] / "unit" / "plugins" / "module_utils"
+SUPPORT = HERE.parents[1] / "support"
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the attack cases run as root, as the module does")
 

@@ -19,7 +19,7 @@ from transplant_support import CPTAG, add_dist, make_venv
 
 TAG = f"{CPTAG}-{CPTAG}-linux_x86_64"
 HERE = Path(__file__).resolve().parent
-SUPPORT = HERE.parents[1] / "unit" / "plugins" / "module_utils"
+SUPPORT = HERE.parents[1] / "support"
 
 # Runs inside the namespace: mount, snapshot, run the module, snapshot again, print JSON.
 INNER = r"""

@@ -10,10 +10,9 @@ from pathlib import Path
 
 from ansible_collections.dflash.deploy.plugins.module_utils import abi_check as abi
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "modules"))
-import abi_native as N  # noqa: E402
-from test_hostile_inputs import _dist, _pkg_venv, _venv  # noqa: E402
+import abi_native as N
+from test_hostile_inputs import _dist, _pkg_venv, _venv
 
 CC = [(9, 0)]
 

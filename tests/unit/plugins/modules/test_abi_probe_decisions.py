@@ -5,14 +5,12 @@ import os
 import sys
 from pathlib import Path
 
+import abi_native as N
 import pytest
 from ansible_collections.dflash.deploy.plugins.module_utils import abi_check as abi
 from ansible_collections.dflash.deploy.plugins.module_utils.pkg_probe import probe
 from ansible_collections.dflash.deploy.plugins.modules import abi_check, pkg_probe
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "module_utils"))
-import abi_native as N  # noqa: E402
-from test_hostile_inputs import _dist, _pkg_venv, _venv, run_module  # noqa: E402
+from test_hostile_inputs import _dist, _pkg_venv, _venv, run_module
 
 CC = [(9, 0)]
 

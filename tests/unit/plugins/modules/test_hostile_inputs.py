@@ -11,6 +11,7 @@ import shutil
 import sys
 from pathlib import Path
 
+import abi_native as N
 import pytest
 from ansible.module_utils.testing import patch_module_args
 from ansible_collections.dflash.deploy.plugins.module_utils import abi_check as abi
@@ -19,9 +20,6 @@ from ansible_collections.dflash.deploy.plugins.module_utils.pydist import distri
 from ansible_collections.dflash.deploy.plugins.module_utils.pydist import requirements as R
 from ansible_collections.dflash.deploy.plugins.module_utils.site_packages_transplant import _os_message
 from ansible_collections.dflash.deploy.plugins.modules import abi_check, pkg_probe
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "module_utils"))
-import abi_native as N  # noqa: E402
 
 
 def run_module(mod, args, capsys):

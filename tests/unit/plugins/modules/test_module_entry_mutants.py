@@ -10,7 +10,7 @@ from pathlib import Path
 from ansible_collections.dflash.deploy.plugins.modules import abi_check, pkg_probe
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_hostile_inputs import _pkg_venv, run_module  # noqa: E402
+from test_hostile_inputs import _pkg_venv, run_module
 
 CHECK = {"_ansible_check_mode": True}
 

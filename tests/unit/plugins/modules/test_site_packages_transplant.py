@@ -9,9 +9,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "module_utils"))
-from transplant_support import (  # noqa: E402
+from transplant_support import (
     CPTAG,
     REPO,
     add_dist,

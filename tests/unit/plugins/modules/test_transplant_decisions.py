@@ -10,9 +10,8 @@ import sys
 import tarfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "module_utils"))
-import test_site_packages_transplant as base  # noqa: E402
-from transplant_support import CPTAG, add_dist, module_env, record_state, run_module, site_packages, snapshot  # noqa: E402
+import test_site_packages_transplant as base
+from transplant_support import CPTAG, add_dist, module_env, record_state, run_module, site_packages, snapshot
 
 venvs = base.venvs  # the same src/dest pair
 _args = base._args

@@ -6,14 +6,11 @@ the first one that is absent. abi_check decides "which libcudart will the extens
 """
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
+import abi_native as N
 from ansible_collections.dflash.deploy.plugins.module_utils.elfload import ldresolve as L
 from ansible_collections.dflash.deploy.plugins.module_utils.elfload.ldcache import SystemLibraries
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import abi_native as N  # noqa: E402
 
 ALWAYS = 'if "libcudart.so" not in _maps:\n    _preload_cuda_deps()\n'
 

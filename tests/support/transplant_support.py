@@ -13,7 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[4]
+REPO = Path(__file__).resolve().parents[2]
 UV = Path(os.environ.get("DFLASH_UV", REPO / ".tools" / "uv" / "bin" / "uv"))
 COLLECTIONS = REPO / ".collections"
 PYVER = "%d.%d" % sys.version_info[:2]

@@ -27,7 +27,7 @@ from ansible_collections.dflash.deploy.plugins.module_utils.pydist import requir
 from ansible_collections.dflash.deploy.plugins.module_utils.pydist.dist_info import normalize_name
 from ansible_collections.dflash.deploy.plugins.module_utils.pydist.venv import locate
 
-REPO = Path(__file__).resolve().parents[4]
+REPO = Path(__file__).resolve().parents[5]
 TOOLCHAIN_VENV = REPO / ".venv"
 UV = Path(os.environ.get("DFLASH_UV", REPO / ".tools" / "uv" / "bin" / "uv"))
 

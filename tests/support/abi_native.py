@@ -13,7 +13,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[4]
+REPO = Path(__file__).resolve().parents[2]
 COLLECTIONS = REPO / ".collections"
 if str(COLLECTIONS) not in sys.path:
     sys.path.insert(0, str(COLLECTIONS))
