@@ -25,6 +25,7 @@ only stats.  Standard library only.
 
 import os
 import stat
+from dataclasses import dataclass
 
 from ansible_collections.dflash.deploy.plugins.module_utils.pydist.dist_info import list_dists, name_matches
 from ansible_collections.dflash.deploy.plugins.module_utils.pydist.record import (
@@ -285,8 +286,26 @@ def _staying_claims(plan, staying):
     return claims
 
 
-def _plan_incoming(plan, source, src, olds, dest, tree, staying_claims, incoming):
+@dataclass(frozen=True)
+class _Incoming:
+    """What every incoming distribution is planned against: one per build_plan.
+
+    ``incoming`` ({RECORD path: (distribution name, hash)}) fills as distributions are planned,
+    so a file two of them claim is caught.
+    """
+
+    plan: Plan
+    source: object
+    dest: object
+    tree: _DestTree
+    staying_claims: dict
+    incoming: dict
+
+
+def _plan_incoming(ctx, src, olds):
     """The writes of one incoming distribution (its files, then its dist-info with a new RECORD)."""
+    plan, source, dest, tree = ctx.plan, ctx.source, ctx.dest, ctx.tree
+    staying_claims, incoming = ctx.staying_claims, ctx.incoming
     plan.moved.append({
         "name": src.name, "from": olds[0].version if olds else None, "to": src.version,
         "dist_info": src.dist_info, "old_dist_infos": [d.dist_info for d in olds],
@@ -383,8 +402,9 @@ def build_plan(run_id, source, selected, dest, remove=(), check_abi=True):
     staying_claims = _staying_claims(plan, [d for d in dest_dists if d.dist_info not in leaving_ids])
     tree = _DestTree(dest)
     incoming = {}  # path -> (dist name, hash)
+    ctx = _Incoming(plan, source, dest, tree, staying_claims, incoming)
     for src, olds in moving:
-        _plan_incoming(plan, source, src, olds, dest, tree, staying_claims, incoming)
+        _plan_incoming(ctx, src, olds)
     plan.new_dirs = tree.needed_dirs(plan.writes)
     _plan_deletes(plan, leaving, dest, tree, staying_claims, incoming)
     for dist in removed:
