@@ -2,8 +2,11 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Installed distributions (``*.dist-info``) of a site-packages, read from files.
 
-No interpreter is started and nothing is imported: the venv's
-``pyvenv.cfg`` and ``lib/pythonX.Y/site-packages`` say where things are.
+The one scanner of a site-packages: ``list_dists`` finds every
+``*.dist-info`` directory and reads its METADATA once (name, version, the
+headers); distributions.py builds pkg_probe's and abi_check's facts on it,
+transplant/ its selection.  No interpreter is started and nothing is
+imported (pydist/venv.py says where site-packages is).
 METADATA and WHEEL are RFC 822 headers, read with the standard library's
 ``email.parser.HeaderParser`` (compat32 policy), as ``importlib.metadata``
 reads them.  Standard library only.
@@ -41,11 +44,13 @@ def normalize_pattern(pattern):
 class InstalledDist:
     """One ``*.dist-info`` directory in a site-packages."""
 
-    def __init__(self, site_packages, dist_info, name, version):
+    def __init__(self, site_packages, dist_info, name, version, fields=None, metadata_error=None):
         self.site_packages = site_packages
         self.dist_info = dist_info  # directory name, e.g. torch-2.11.0+cu130.dist-info
         self.name = name
-        self.version = version
+        self.version = version  # "" when neither METADATA nor the directory name has one
+        self.fields = fields or {}  # METADATA headers, as parse_metadata_headers returns them
+        self.metadata_error = metadata_error  # the OSError that kept METADATA from being read, or None
 
     @property
     def key(self):
@@ -119,31 +124,38 @@ def read_metadata(path):
     return parse_metadata_headers(read_text(path, MAX_METADATA_BYTES))
 
 
+def read_dist(site_packages, dist_info):
+    """The InstalledDist of the directory ``dist_info`` in site_packages; never raises.
+
+    Name and Version come from METADATA; where it has none (or cannot be
+    read), from the directory name (``name-version.dist-info``).
+    """
+    fields = {}
+    error = None
+    try:
+        fields = read_metadata(os.path.join(site_packages, dist_info, "METADATA"))
+    except OSError as exc:
+        error = exc
+    name, version = name_and_version(fields)
+    if not name or not version:
+        fallback_name, _unused, fallback_version = dist_info[: -len(".dist-info")].partition("-")
+        name = name or fallback_name
+        version = version or fallback_version
+    return InstalledDist(site_packages, dist_info, name, version, fields, error)
+
+
 def list_dists(site_packages):
-    """Every ``*.dist-info`` directory under site_packages, sorted by dir name."""
-    dists = []
+    """Every ``*.dist-info`` directory under site_packages, sorted by dir name (InstalledDist each).
+
+    Raises VenvError (kind unreadable) when site_packages cannot be listed.
+    """
     try:
         names = sorted(os.listdir(site_packages))
     except OSError as exc:
-        raise VenvError("unreadable", site_packages, "cannot list %s: %s" % (site_packages, exc)) from exc
-    for entry in names:
-        if not entry.endswith(".dist-info"):
-            continue
-        full = os.path.join(site_packages, entry)
-        if not os.path.isdir(full):
-            continue
-        name = version = None
-        try:
-            name, version = name_and_version(read_metadata(os.path.join(full, "METADATA")))
-        except OSError:
-            pass
-        if not name or not version:
-            stem = entry[: -len(".dist-info")]
-            fallback_name, dummy, fallback_version = stem.partition("-")
-            name = name or fallback_name
-            version = version or fallback_version
-        dists.append(InstalledDist(site_packages, entry, name, version))
-    return dists
+        raise VenvError("unreadable", site_packages,
+                        "cannot list %s: %s" % (site_packages, exc.strerror or exc)) from exc
+    return [read_dist(site_packages, entry) for entry in names
+            if entry.endswith(".dist-info") and os.path.isdir(os.path.join(site_packages, entry))]
 
 
 def parse_wheel_tags(text):

@@ -20,8 +20,8 @@ from ansible_collections.dflash.deploy.plugins.module_utils.pydist.dist_info imp
     MAX_SMALL_FILE_BYTES,
     field,
     field_all,
+    list_dists,
     normalize_name,
-    read_metadata,
 )
 from ansible_collections.dflash.deploy.plugins.module_utils.pydist.record import RecordError, hash_file
 from ansible_collections.dflash.deploy.plugins.module_utils.pydist.record import parse_record as _parse_record
@@ -67,19 +67,17 @@ def top_level_from_record(paths):
     return sorted(names)
 
 
-def read_distribution(site_packages, dist_info):
-    """One distribution's facts; never raises for unreadable or missing files (see ``errors``)."""
-    d = os.path.join(site_packages, dist_info)
+def read_distribution(installed):
+    """One distribution's facts from its InstalledDist (list_dists); never raises for unreadable or
+    missing files (see ``errors``)."""
+    d = installed.path
     info = {"dist_info": d, "errors": []}
-    try:
-        fields = read_metadata(os.path.join(d, "METADATA"))
-    except OSError as exc:
-        fields = {}
+    if installed.metadata_error is not None:
+        exc = installed.metadata_error
         info["errors"].append("METADATA: %s" % (exc.strerror or exc))
-    stem = dist_info[:-len(".dist-info")]
-    fallback_name, _unused, fallback_version = stem.partition("-")
-    info["name"] = field(fields, "Name") or fallback_name
-    info["version"] = field(fields, "Version") or fallback_version or None
+    fields = installed.fields
+    info["name"] = installed.name
+    info["version"] = installed.version or None
     requires = field_all(fields, "Requires-Dist")
     if len(requires) > MAX_REQUIREMENTS:
         info["errors"].append("METADATA: %d Requires-Dist lines, more than the %d read; requirements not checked"
@@ -108,29 +106,21 @@ def read_distribution(site_packages, dist_info):
 
 
 def scan(site_packages):
-    """{normalized name: distribution dict} for every ``*.dist-info`` directory.
+    """{normalized name: distribution dict} for every ``*.dist-info`` directory (list_dists).
 
     When two dist-info directories have the same normalized name (a broken
-    install), both are kept: the second under ``name#2``.
+    install), both are kept: the second under ``name#2``.  Raises VenvError
+    (a ValueError) when site_packages cannot be listed.
     """
     out = {}
-    try:
-        entries = sorted(os.listdir(site_packages))
-    except OSError as exc:
-        raise ValueError("cannot list %s: %s" % (site_packages, exc.strerror or exc)) from exc
-    for entry in entries:
-        if not entry.endswith(".dist-info"):
-            continue
-        if not os.path.isdir(os.path.join(site_packages, entry)):
-            continue
-        dist = read_distribution(site_packages, entry)
-        key = normalize_name(dist["name"])
+    for installed in list_dists(site_packages):
+        key = normalize_name(installed.name)
         n = 2
         base = key
         while key in out:
             key = "%s#%d" % (base, n)
             n += 1
-        out[key] = dist
+        out[key] = read_distribution(installed)
     return out
 
 

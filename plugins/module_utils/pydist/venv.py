@@ -1,17 +1,17 @@
 # Copyright: (c) 2025, dflash.deploy contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Where a virtual environment keeps its interpreter and site-packages, read
-from its files (pyvenv.cfg, lib/pythonX.Y/site-packages).
+from its files (pyvenv.cfg, bin/python, lib/pythonX.Y/site-packages).
 
-Two readers for two needs: ``locate`` is lenient and describes what is there
-(pkg_probe and abi_check report on any venv, even a damaged one);
-``open_venv`` is strict and refuses anything that is not a whole venv
-(site_packages_transplant writes into it).
+One reader, ``read_venv``, finds these; two verdicts use it.  ``open_venv``
+is strict and refuses anything that is not a whole venv
+(site_packages_transplant writes into it); ``locate`` is lenient and
+describes what is there (pkg_probe and abi_check report on any venv, even a
+damaged one).
 """
 
 from __future__ import annotations
 
-import glob
 import os
 import re
 
@@ -21,7 +21,7 @@ _LIBDIR = re.compile(r"^python(\d+)\.(\d+)(t?)$")
 
 
 class VenvError(ValueError):
-    """A path that is not a usable venv; ``kind`` is venv_missing or not_a_venv."""
+    """A path that is not a usable venv; ``kind`` is venv_missing, not_a_venv or unreadable."""
 
     def __init__(self, kind, path, detail):
         super(VenvError, self).__init__(detail)
@@ -43,91 +43,85 @@ def read_pyvenv_cfg(venv):
     return cfg
 
 
-def locate(venv):
-    """dict: venv, python (executable path), python_version, site_packages, pyvenv_cfg.
-
-    Raises VenvError with a message that says what is wrong.
-    """
-    if not os.path.exists(venv):
-        raise VenvError("venv_missing", venv, "venv %s does not exist" % venv)
-    if not os.path.isdir(venv):
-        raise VenvError("not_a_venv", venv, "%s is not a directory, so not a venv" % venv)
-    cfg = read_pyvenv_cfg(venv)
-    python = None
-    for name in ("python", "python3"):
-        cand = os.path.join(venv, "bin", name)
-        if os.path.lexists(cand):
-            python = cand
-            break
-    sp = sorted(glob.glob(os.path.join(venv, "lib", "python3*", "site-packages")))
-    if not sp:
-        sp = sorted(glob.glob(os.path.join(venv, "lib64", "python3*", "site-packages")))
-    if cfg is None and (python is None or not sp):
-        raise VenvError("not_a_venv", venv,
-                        "%s is not a venv: no pyvenv.cfg, bin/python or lib/python3*/site-packages" % venv)
-    if not sp:
-        raise VenvError("not_a_venv", venv, "%s has no lib/python3*/site-packages" % venv)
-    version = None
-    if cfg:
-        version = cfg.get("version_info") or cfg.get("version")
-    site_packages = sp[-1]
-    if not version:
-        m = re.search(r"python(\d+\.\d+)", site_packages)
-        version = m.group(1) if m else None
-    broken = python is not None and not os.path.exists(python)
-    return {
-        "venv": venv,
-        "python": python,
-        "python_exists": python is not None and not broken,
-        "python_version": version,
-        "site_packages": site_packages,
-        "pyvenv_cfg": cfg or {},
-    }
-
-
 class Venv:
-    """Paths of a venv: root, bin/, site-packages, and the Python version."""
+    """What a venv's files say: root, bin/, interpreter, site-packages and the Python version."""
 
-    def __init__(self, root, site_packages, version, freethreaded=False):
+    def __init__(self, root, cfg, interpreter, site_packages, version, freethreaded=False):
         self.root = root
-        self.site_packages = site_packages
+        self.cfg = cfg  # pyvenv.cfg as a dict; None when it cannot be read
         self.bin = os.path.join(root, "bin")
-        self.version = version  # (major, minor)
+        self.interpreter = interpreter  # bin/python or bin/python3 where one exists (maybe a broken link), else None
+        self.site_packages = site_packages  # None when there is none
+        self.version = version  # (major, minor) of the site-packages directory, or None
         self.freethreaded = freethreaded
 
     @property
     def python(self):
         return os.path.join(self.bin, "python")
 
+    @property
+    def python_version(self):
+        """pyvenv.cfg's version_info (or version), else X.Y from the site-packages directory, else None."""
+        stated = (self.cfg or {}).get("version_info") or (self.cfg or {}).get("version")
+        if stated:
+            return stated
+        return "%d.%d" % self.version if self.version else None
 
-def open_venv(root):
-    """Describe the venv at ``root`` or raise VenvError saying why it is not one."""
-    root = os.path.abspath(root)
-    if not os.path.isdir(root):
-        raise VenvError("venv_missing", root, "%s does not exist or is not a directory" % root)
-    cfg = read_pyvenv_cfg(root)
-    if cfg is None:
-        raise VenvError("not_a_venv", root, "%s is not a virtual environment (no readable pyvenv.cfg)" % root)
-    libdir = os.path.join(root, "lib")
-    candidates = []
+
+def _site_packages_dirs(root, lib, with_links):
+    """(version, freethreaded, site-packages) of every lib/pythonX.Y[t]/site-packages, by directory name."""
+    libdir = os.path.join(root, lib)
     try:
         names = sorted(os.listdir(libdir))
     except OSError:
-        names = []
+        return []
+    found = []
     for name in names:
         match = _LIBDIR.match(name)
         sp = os.path.join(libdir, name, "site-packages")
-        if match and os.path.isdir(sp) and not os.path.islink(os.path.join(libdir, name)):
-            candidates.append(((int(match.group(1)), int(match.group(2))), bool(match.group(3)), sp))
+        if match and os.path.isdir(sp) and (with_links or not os.path.islink(os.path.join(libdir, name))):
+            found.append(((int(match.group(1)), int(match.group(2))), bool(match.group(3)), sp))
+    return found
+
+
+def read_venv(root, lenient=False):
+    """The venv facts of the directory ``root``, without a verdict (a Venv; site_packages None when none).
+
+    Of several lib/pythonX.Y/site-packages, the one of the version pyvenv.cfg
+    names is chosen, else the last by name.  ``lenient`` also counts a
+    linked lib/pythonX.Y and falls back to lib64/.
+    """
+    cfg = read_pyvenv_cfg(root)
+    interpreter = None
+    for name in ("python", "python3"):
+        cand = os.path.join(root, "bin", name)
+        if os.path.lexists(cand):
+            interpreter = cand
+            break
+    candidates = _site_packages_dirs(root, "lib", lenient)
+    if not candidates and lenient:
+        candidates = _site_packages_dirs(root, "lib64", lenient)
     if not candidates:
-        raise VenvError("not_a_venv", root, "%s is not a virtual environment (no lib/pythonX.Y/site-packages)" % root)
-    wanted = cfg.get("version_info") or cfg.get("version") or ""
+        return Venv(root, cfg, interpreter, None, None)
+    wanted = (cfg or {}).get("version_info") or (cfg or {}).get("version") or ""
     chosen = candidates[-1]
     if len(candidates) > 1:
         for cand in candidates:
             if wanted.startswith("%d.%d." % cand[0]):
                 chosen = cand
-    venv = Venv(root, chosen[2], chosen[0], chosen[1])
+    return Venv(root, cfg, interpreter, chosen[2], chosen[0], chosen[1])
+
+
+def open_venv(root):
+    """The whole venv at ``root`` (a Venv), or raise VenvError saying why it is not one."""
+    root = os.path.abspath(root)
+    if not os.path.isdir(root):
+        raise VenvError("venv_missing", root, "%s does not exist or is not a directory" % root)
+    venv = read_venv(root)
+    if venv.cfg is None:
+        raise VenvError("not_a_venv", root, "%s is not a virtual environment (no readable pyvenv.cfg)" % root)
+    if venv.site_packages is None:
+        raise VenvError("not_a_venv", root, "%s is not a virtual environment (no lib/pythonX.Y/site-packages)" % root)
     _check_no_links(venv)
     return venv
 
@@ -143,3 +137,31 @@ def _check_no_links(venv):
         if os.path.islink(path):
             raise VenvError("not_a_venv", venv.root, "%s is a symbolic link (to %s); refusing: the venv's own "
                             "directories must be real directories inside it" % (path, os.readlink(path)))
+
+
+def locate(venv):
+    """What there is of the venv at ``venv``, as a dict: venv, python (executable path), python_exists,
+    python_version, site_packages, pyvenv_cfg.
+
+    Raises VenvError only when there is no venv to describe: a missing path, or
+    one with no site-packages (or neither pyvenv.cfg nor an interpreter).
+    """
+    if not os.path.exists(venv):
+        raise VenvError("venv_missing", venv, "venv %s does not exist" % venv)
+    if not os.path.isdir(venv):
+        raise VenvError("not_a_venv", venv, "%s is not a directory, so not a venv" % venv)
+    found = read_venv(venv, lenient=True)
+    python = found.interpreter
+    if found.cfg is None and (python is None or found.site_packages is None):
+        raise VenvError("not_a_venv", venv,
+                        "%s is not a venv: no pyvenv.cfg, bin/python or lib/python3*/site-packages" % venv)
+    if found.site_packages is None:
+        raise VenvError("not_a_venv", venv, "%s has no lib/python3*/site-packages" % venv)
+    return {
+        "venv": venv,
+        "python": python,
+        "python_exists": python is not None and os.path.exists(python),
+        "python_version": found.python_version,
+        "site_packages": found.site_packages,
+        "pyvenv_cfg": found.cfg or {},
+    }
