@@ -50,8 +50,9 @@ def backup_root(state_dir, run_id):
     return os.path.join(state_dir, "backup-%s" % run_id)
 
 
-def _tmp_name(full, run_id, index, parent=None):
-    return "%s/.dflash-tmp-%s-%d" % (parent or os.path.dirname(full), run_id, index)
+def _tmp_name(parent, run_id, index):
+    """The temp name of write number index, in its target's directory parent (forward and rollback)."""
+    return "%s/.dflash-tmp-%s-%d" % (parent, run_id, index)
 
 
 def _di_tmp_dir(site_packages, run_id, index):
@@ -135,7 +136,7 @@ def _prune_dirs(paths, stops, guard=None):
 class Runner:
     """Executes a Plan (see transplant_plan) with a Journal and a fastcopy.Placer."""
 
-    def __init__(self, journal, placer, keep_backups=0, workers=4):
+    def __init__(self, journal, placer, keep_backups, workers):
         self.journal = journal
         self.placer = placer
         self.keep_backups = keep_backups
@@ -221,7 +222,7 @@ class Runner:
                 crash("writing_files", count)
                 continue
             parent = full.rpartition("/")[0]
-            job = _job(op, full, "%s/.dflash-tmp-%s-%d" % (parent, run_id, index), direct=not op.existed)
+            job = _job(op, full, _tmp_name(parent, run_id, index), direct=not op.existed)
             if placer.needs_probe(job):
                 _place_making_parent(placer, job, parent)  # auto mode picks its method on this one
                 fast = placer.links_in_place()
@@ -391,7 +392,8 @@ class Runner:
             full = resolve(sp, path)
             if not guard.ok(full):
                 continue
-            _unlink(_tmp_name(full, run_id, index))
+            tmp = _tmp_name(os.path.dirname(full), run_id, index)
+            _unlink(tmp)
             if existed:
                 saved = _backup_path(backup, path)
                 try:
@@ -403,7 +405,6 @@ class Runner:
                         continue
                 except OSError:
                     pass
-                tmp = _tmp_name(full, run_id, index)
                 _link_or_copy(saved, tmp)
                 os.rename(tmp, full)
             elif _unlink(full):
@@ -530,7 +531,7 @@ def _place_making_parent(placer, job, parent):
         placer.place(job)
 
 
-def _job(op, full, tmp, direct=False):
+def _job(op, full, tmp, direct):
     src = op.source
     if op.data is not None:
         return Job(full, tmp, op.size, op.mode, op.mtime_ns, data=op.data, direct=direct)
