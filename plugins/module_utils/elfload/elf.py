@@ -319,6 +319,26 @@ class ElfFile:
             return None
         return s.offset, s.size
 
+    def _linked_strings(self, sec, label):
+        """(start, end) in the file of the string table that section ``sec`` names in sh_link."""
+        if sec.link >= len(self.sections):
+            raise self._corrupt("%s links to a missing string table" % label)
+        strsec = self.sections[sec.link]
+        return strsec.offset, strsec.offset + strsec.size
+
+    def _chain(self, pos, end, count, label, entry_size, next_at):
+        """File offsets of up to ``count`` entries that link to one another by the 32-bit
+        offset at ``next_at`` in each (vn_next, vna_next, vd_next; 0 ends the chain), each
+        checked to lie before ``end``."""
+        for _i in range(count):
+            if pos + entry_size > end:
+                raise self._corrupt("%s past the section end" % label)
+            yield pos
+            nxt = struct.unpack_from(self.endian + "I", self._mm, pos + next_at)[0]
+            if nxt == 0:
+                break
+            pos += nxt
+
     @property
     def mm(self):
         return self._mm
@@ -337,10 +357,7 @@ class ElfFile:
         if dyn is None:
             self._dynamic = out
             return out
-        if dyn.link >= len(self.sections):
-            raise self._corrupt(".dynamic links to a missing string table")
-        strsec = self.sections[dyn.link]
-        s_off, s_end = strsec.offset, strsec.offset + strsec.size
+        s_off, s_end = self._linked_strings(dyn, ".dynamic")
         entries = []
         step = self._dyn.size
         unpack = self._dyn.unpack_from
@@ -350,7 +367,7 @@ class ElfFile:
             if tag == DT_NULL:
                 break
             if tag in (DT_NEEDED, DT_SONAME, DT_RPATH, DT_RUNPATH):
-                if val >= strsec.size:
+                if val >= s_end - s_off:
                     raise self._corrupt("dynamic entry points past the string table")
                 entries.append((tag, self._cstr(s_off + val, s_end)))
         for tag, text in entries:
@@ -365,9 +382,7 @@ class ElfFile:
             if sym is None:
                 self._dynsym = (None, None)
             else:
-                if sym.link >= len(self.sections):
-                    raise self._corrupt(".dynsym links to a missing string table")
-                self._dynsym = (sym, self.sections[sym.link])
+                self._dynsym = (sym, self._linked_strings(sym, ".dynsym"))
         return self._dynsym
 
     def _sym_fields(self, raw):
@@ -379,13 +394,13 @@ class ElfFile:
 
     def iter_dynsym(self):
         """Yield (name, binding, type, defined) for every dynamic symbol but the null one."""
-        sym, strsec = self._dynsym_info()
+        sym, strings = self._dynsym_info()
         if sym is None:
             return
         entsize = sym.entsize or self._sym.size
         if entsize < self._sym.size:
             raise self._corrupt(".dynsym entry size %d too small" % entsize)
-        s_off, s_end = strsec.offset, strsec.offset + strsec.size
+        s_off, s_end = strings
         mm = self._mm
         find = mm.find
         count = sym.size // entsize
@@ -425,7 +440,7 @@ class ElfFile:
         if cached is not None:
             return cached
         sec = self.first_of_type(SHT_GNU_HASH)
-        sym, strsec = self._dynsym_info()
+        sym, strings = self._dynsym_info()
         if sec is None or sym is None:
             self._gh = False
             return False
@@ -439,7 +454,7 @@ class ElfFile:
         if nbuckets == 0 or bloom_size == 0 or chain_off > sec.offset + sec.size:
             raise self._corrupt(".gnu.hash header out of range")
         self._gh = (nbuckets, symoffset, bloom_size, bloom_shift, wordsize * 8, bloom_off,
-                    buckets_off, chain_off, sec.offset + sec.size, sym, strsec)
+                    buckets_off, chain_off, sec.offset + sec.size, sym, strings)
         return self._gh
 
     def has_gnu_hash(self):
@@ -457,13 +472,12 @@ class ElfFile:
             exported = self.defined_symbols()
             return set(n for n in names if n in exported)
         (nbuckets, symoffset, bloom_size, bloom_shift, bits, bloom_off, buckets_off,
-         chain_off, hash_end, sym, strsec) = table
+         chain_off, hash_end, sym, (s_off, s_end)) = table
         e = self.endian
         mm = self._mm
         word_fmt = e + ("Q" if bits == 64 else "I")
         u32 = struct.Struct(e + "I")
         entsize = sym.entsize or self._sym.size
-        s_off, s_end = strsec.offset, strsec.offset + strsec.size
         found = set()
         for name in names:
             bname = name.encode("utf-8", "surrogateescape")
@@ -503,32 +517,17 @@ class ElfFile:
         out = {}
         if sec is None:
             return out
-        if sec.link >= len(self.sections):
-            raise self._corrupt(".gnu.version_r links to a missing string table")
-        strsec = self.sections[sec.link]
-        s_off, s_end = strsec.offset, strsec.offset + strsec.size
+        s_off, s_end = self._linked_strings(sec, ".gnu.version_r")
         e = self.endian
         mm = self._mm
-        pos = sec.offset
         end = sec.offset + sec.size
-        for _i in range(sec.info or 1 << 16):
-            if pos + 16 > end:
-                raise self._corrupt(".gnu.version_r entry past the section end")
-            _ver, cnt, file_off, aux, nxt = struct.unpack_from(e + "HHIII", mm, pos)
-            fname = self._cstr(s_off + file_off, s_end)
-            versions = out.setdefault(fname, [])
-            apos = pos + aux
-            for _j in range(cnt):
-                if apos + 16 > end:
-                    raise self._corrupt(".gnu.version_r aux entry past the section end")
-                _h, _fl, _other, name_off, anext = struct.unpack_from(e + "IHHII", mm, apos)
+        # Elf_Verneed: version, cnt, file, aux, next (16 bytes); Elf_Vernaux: hash, flags, other, name, next
+        for pos in self._chain(sec.offset, end, sec.info or 1 << 16, ".gnu.version_r entry", 16, 12):
+            _ver, cnt, file_off, aux = struct.unpack_from(e + "HHII", mm, pos)
+            versions = out.setdefault(self._cstr(s_off + file_off, s_end), [])
+            for apos in self._chain(pos + aux, end, cnt, ".gnu.version_r aux entry", 16, 12):
+                name_off = struct.unpack_from(e + "I", mm, apos + 8)[0]
                 versions.append(self._cstr(s_off + name_off, s_end))
-                if anext == 0:
-                    break
-                apos += anext
-            if nxt == 0:
-                break
-            pos += nxt
         return out
 
     @_guard
@@ -538,26 +537,18 @@ class ElfFile:
         out = set()
         if sec is None:
             return out
-        if sec.link >= len(self.sections):
-            raise self._corrupt(".gnu.version_d links to a missing string table")
-        strsec = self.sections[sec.link]
-        s_off, s_end = strsec.offset, strsec.offset + strsec.size
+        s_off, s_end = self._linked_strings(sec, ".gnu.version_d")
         e = self.endian
         mm = self._mm
-        pos = sec.offset
         end = sec.offset + sec.size
-        for _i in range(sec.info or 1 << 16):
-            if pos + 20 > end:
-                raise self._corrupt(".gnu.version_d entry past the section end")
-            _v, flags, _ndx, cnt, _h, aux, nxt = struct.unpack_from(e + "HHHHIII", mm, pos)
+        # Elf_Verdef: version, flags, ndx, cnt, hash, aux, next (20 bytes); Elf_Verdaux: name, next
+        for pos in self._chain(sec.offset, end, sec.info or 1 << 16, ".gnu.version_d entry", 20, 16):
+            _v, flags, _ndx, cnt, _h, aux = struct.unpack_from(e + "HHHHII", mm, pos)
             if cnt and not flags & VER_FLG_BASE:
                 if pos + aux + 8 > end:
                     raise self._corrupt(".gnu.version_d aux entry past the section end")
                 name_off = struct.unpack_from(e + "I", mm, pos + aux)[0]
                 out.add(self._cstr(s_off + name_off, s_end))
-            if nxt == 0:
-                break
-            pos += nxt
         return out
 
 
