@@ -6,6 +6,8 @@ development files in it (galaxy.yml's build_ignore), installs it offline into
 a clean collections path, and renders every module and role with `ansible-doc`
 from that installed copy, with no checkout configuration in sight (the work
 directory is a fresh temporary one, ANSIBLE_CONFIG points at an empty file).
+The lab tests that install the collection (tests/lab/test_command_forms.py,
+test_readme_operator.py) use `build` and `install` from here.
 """
 from __future__ import annotations
 
@@ -34,11 +36,27 @@ REQUIRED = (
 )
 
 
+class CollectionError(Exception):
+    """A stage of the check failed; the message says which and why."""
+
+
+def clean_env(work: Path) -> dict:
+    """An operator's controller in ``work``: no checkout configuration (ANSIBLE_CONFIG is an empty file)."""
+    empty_cfg = work / "empty.cfg"
+    empty_cfg.write_text("[defaults]\n")
+    return {
+        "PATH": f"{VENV_BIN}:/usr/bin:/bin", "HOME": str(work), "LANG": "C.UTF-8",
+        "ANSIBLE_CONFIG": str(empty_cfg), "ANSIBLE_COLLECTIONS_PATH": str(work / "collections"),
+        "ANSIBLE_NOCOLOR": "1", "ANSIBLE_LOCAL_TEMP": str(work / "tmp"),
+        "ANSIBLE_HOME": str(work / "ansible-home"),
+    }
+
+
 def run(cmd: list, env: dict, cwd: Path) -> str:
     proc = subprocess.run([str(c) for c in cmd], env=env, cwd=cwd, capture_output=True, text=True)
     if proc.returncode != 0:
-        sys.exit(f"collection: {' '.join(map(str, cmd))} failed (rc {proc.returncode})\n"
-                 f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+        raise CollectionError(f"{' '.join(map(str, cmd))} failed (rc {proc.returncode})\n"
+                              f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
     return proc.stdout
 
 
@@ -55,6 +73,60 @@ def check_contents(names: list[str]) -> list[str]:
     return problems
 
 
+def build(output: Path) -> Path:
+    """``ansible-galaxy collection build`` of this checkout into ``output``: the tarball.
+
+    Raises CollectionError when the build fails or the tarball ships lab or
+    development files or lacks what an operator needs.  The lab tests
+    (tests/lab) install this same tarball.
+    """
+    with tempfile.TemporaryDirectory(prefix="dflash-collection-build.") as tmp:
+        env = clean_env(Path(tmp))
+        run([VENV_BIN / "ansible-galaxy", "collection", "build", "--force", "--output-path", output, REPO], env, tmp)
+    tarball = next(Path(output).glob("dflash-deploy-*.tar.gz"))
+    problems = check_contents(members(tarball))
+    if problems:
+        raise CollectionError("the tarball is wrong:\n  " + "\n  ".join(problems))
+    return tarball
+
+
+def install(tarball: Path, collections: Path) -> Path:
+    """``ansible-galaxy collection install --offline`` of ``tarball`` into the clean path ``collections``.
+
+    Returns the installed collection's directory; raises CollectionError when
+    there is no real installed copy there.
+    """
+    with tempfile.TemporaryDirectory(prefix="dflash-collection-install.") as tmp:
+        env = clean_env(Path(tmp))
+        run([VENV_BIN / "ansible-galaxy", "collection", "install", "--offline", "--force", "-p", collections,
+             tarball], env, tmp)
+    installed = Path(collections) / "ansible_collections" / "dflash" / "deploy"
+    if installed.is_symlink() or not (installed / "MANIFEST.json").is_file():
+        raise CollectionError(f"no installed copy at {installed}")
+    return installed
+
+
+def render_docs(installed: Path, env: dict, work: Path) -> tuple[list[str], list[str]]:
+    """ansible-doc of every module and role from the installed copy: (modules, roles)."""
+    modules = sorted(p.stem for p in (installed / "plugins" / "modules").glob("*.py") if p.stem != "__init__")
+    roles = sorted(p.name for p in (installed / "roles").iterdir() if (p / "meta" / "argument_specs.yml").is_file())
+    for name in modules:
+        out = run([VENV_BIN / "ansible-doc", "-t", "module", f"dflash.deploy.{name}"], env, work)
+        if str(installed) not in out and "dflash.deploy" not in out:
+            raise CollectionError(f"ansible-doc dflash.deploy.{name} did not render from {installed}")
+        if ("EXAMPLES" not in out) or ("RETURN VALUES" not in out):
+            raise CollectionError(f"ansible-doc dflash.deploy.{name} lacks EXAMPLES or RETURN VALUES")
+    for name in roles:
+        out = run([VENV_BIN / "ansible-doc", "-t", "role", f"dflash.deploy.{name}"], env, work)
+        if "ENTRY POINT" not in out:
+            raise CollectionError(f"ansible-doc -t role dflash.deploy.{name} rendered no entry point")
+    listed = run([VENV_BIN / "ansible-doc", "-t", "module", "-l", "dflash.deploy"], env, work)
+    missing = [m for m in modules if f"dflash.deploy.{m}" not in listed]
+    if missing:
+        raise CollectionError(f"ansible-doc -l does not list {missing}")
+    return modules, roles
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--keep", type=Path, help="build and install under this directory and keep it")
@@ -62,45 +134,16 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="dflash-collection.") as tmp:
         work = args.keep or Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
-        empty_cfg = work / "empty.cfg"
-        empty_cfg.write_text("[defaults]\n")
-        colls = work / "collections"
-        env = {
-            "PATH": f"{VENV_BIN}:/usr/bin:/bin", "HOME": str(work), "LANG": "C.UTF-8",
-            "ANSIBLE_CONFIG": str(empty_cfg), "ANSIBLE_COLLECTIONS_PATH": str(colls),
-            "ANSIBLE_NOCOLOR": "1", "ANSIBLE_LOCAL_TEMP": str(work / "tmp"),
-            "ANSIBLE_HOME": str(work / "ansible-home"),
-        }
-        run([VENV_BIN / "ansible-galaxy", "collection", "build", "--force", "--output-path", work, REPO], env, work)
-        tarball = next(work.glob("dflash-deploy-*.tar.gz"))
-        names = members(tarball)
-        problems = check_contents(names)
-        if problems:
-            sys.exit("collection: the tarball is wrong:\n  " + "\n  ".join(problems))
-        run([VENV_BIN / "ansible-galaxy", "collection", "install", "--offline", "--force", "-p", colls, tarball],
-            env, work)
-        installed = colls / "ansible_collections" / "dflash" / "deploy"
-        if installed.is_symlink() or not (installed / "MANIFEST.json").is_file():
-            sys.exit(f"collection: no installed copy at {installed}")
-        modules = sorted(p.stem for p in (installed / "plugins" / "modules").glob("*.py") if p.stem != "__init__")
-        roles = sorted(p.name for p in (installed / "roles").iterdir() if (p / "meta" / "argument_specs.yml").is_file())
-        for name in modules:
-            out = run([VENV_BIN / "ansible-doc", "-t", "module", f"dflash.deploy.{name}"], env, work)
-            if str(installed) not in out and "dflash.deploy" not in out:
-                sys.exit(f"collection: ansible-doc dflash.deploy.{name} did not render from {installed}")
-            if ("EXAMPLES" not in out) or ("RETURN VALUES" not in out):
-                sys.exit(f"collection: ansible-doc dflash.deploy.{name} lacks EXAMPLES or RETURN VALUES")
-        for name in roles:
-            out = run([VENV_BIN / "ansible-doc", "-t", "role", f"dflash.deploy.{name}"], env, work)
-            if "ENTRY POINT" not in out:
-                sys.exit(f"collection: ansible-doc -t role dflash.deploy.{name} rendered no entry point")
-        listed = run([VENV_BIN / "ansible-doc", "-t", "module", "-l", "dflash.deploy"], env, work)
-        missing = [m for m in modules if f"dflash.deploy.{m}" not in listed]
-        if missing:
-            sys.exit(f"collection: ansible-doc -l does not list {missing}")
+        env = clean_env(work)
+        try:
+            tarball = build(work)
+            installed = install(tarball, work / "collections")
+            modules, roles = render_docs(installed, env, work)
+        except CollectionError as exc:
+            sys.exit(f"collection: {exc}")
         size = os.path.getsize(tarball)
-        print(f"collection: {tarball.name} ({size // 1024} KiB, {len(names)} entries) has no lab or dev files; "
-              f"installed offline; ansible-doc renders {len(modules)} modules ({', '.join(modules)}) and "
+        print(f"collection: {tarball.name} ({size // 1024} KiB, {len(members(tarball))} entries) has no lab or dev "
+              f"files; installed offline; ansible-doc renders {len(modules)} modules ({', '.join(modules)}) and "
               f"{len(roles)} roles ({', '.join(roles)}) from the installed copy")
     return 0
 

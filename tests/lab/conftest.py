@@ -16,6 +16,8 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 VENV_BIN = REPO / ".venv" / "bin"
 sys.path.insert(0, str(REPO / "tools" / "lab"))
+sys.path.insert(0, str(REPO / "tools"))
+import collection_check  # noqa: E402, F401  (the tarball as `make collection` builds it, for the lab tests)
 import lab  # noqa: E402
 
 

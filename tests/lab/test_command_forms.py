@@ -15,7 +15,7 @@ import subprocess
 import urllib.request
 
 import pytest
-from conftest import REPO, VENV_BIN, ansible_env
+from conftest import REPO, VENV_BIN, ansible_env, collection_check
 
 
 def playbook(args: list, cwd, env=None, timeout=900) -> dict:
@@ -59,16 +59,8 @@ def test_from_an_installed_collection(deployed, tmp_path):
     env.pop("ANSIBLE_CONFIG")
     colls = tmp_path / "collections"
     env["ANSIBLE_COLLECTIONS_PATH"] = str(colls)
-    galaxy = [str(VENV_BIN / "ansible-galaxy"), "collection"]
-    build = subprocess.run(galaxy + ["build", "--output-path", str(tmp_path), str(REPO)],
-                           capture_output=True, text=True, env=env, cwd=tmp_path)
-    assert build.returncode == 0, build.stderr
-    tarball = next(tmp_path.glob("dflash-deploy-*.tar.gz"))
-    inst = subprocess.run(galaxy + ["install", "--offline", "-p", str(colls), str(tarball)],
-                          capture_output=True, text=True, env=env, cwd=tmp_path)
-    assert inst.returncode == 0, inst.stderr
-    installed = colls / "ansible_collections" / "dflash" / "deploy"
-    assert (installed / "playbooks" / "deploy_dflash.yml").is_file(), inst.stdout + inst.stderr
+    installed = collection_check.install(collection_check.build(tmp_path), colls)
+    assert (installed / "playbooks" / "deploy_dflash.yml").is_file()
     assert not (installed / "tests" / "lab").exists()  # the lab's tests are not shipped
     work = tmp_path / "operator"
     work.mkdir()
