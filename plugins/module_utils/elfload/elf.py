@@ -339,6 +339,18 @@ class ElfFile:
                 break
             pos += nxt
 
+    def _version_entries(self, stype, label, entry_size, next_at):
+        """For the first section of type ``stype`` (.gnu.version_r, .gnu.version_d): (its string
+        table's start and end, the section's end, the file offsets of its entries); no entries
+        without one."""
+        sec = self.first_of_type(stype)
+        if sec is None:
+            return 0, 0, 0, ()
+        s_off, s_end = self._linked_strings(sec, label)
+        end = sec.offset + sec.size
+        return s_off, s_end, end, self._chain(sec.offset, end, sec.info or 1 << 16, label + " entry", entry_size,
+                                              next_at)
+
     @property
     def mm(self):
         return self._mm
@@ -513,16 +525,12 @@ class ElfFile:
     @_guard
     def version_needs(self):
         """{library file name: [version names]} from .gnu.version_r."""
-        sec = self.first_of_type(SHT_GNU_VERNEED)
-        out = {}
-        if sec is None:
-            return out
-        s_off, s_end = self._linked_strings(sec, ".gnu.version_r")
+        # Elf_Verneed: version, cnt, file, aux, next (16 bytes); Elf_Vernaux: hash, flags, other, name, next
+        s_off, s_end, end, entries = self._version_entries(SHT_GNU_VERNEED, ".gnu.version_r", 16, 12)
         e = self.endian
         mm = self._mm
-        end = sec.offset + sec.size
-        # Elf_Verneed: version, cnt, file, aux, next (16 bytes); Elf_Vernaux: hash, flags, other, name, next
-        for pos in self._chain(sec.offset, end, sec.info or 1 << 16, ".gnu.version_r entry", 16, 12):
+        out = {}
+        for pos in entries:
             _ver, cnt, file_off, aux = struct.unpack_from(e + "HHII", mm, pos)
             versions = out.setdefault(self._cstr(s_off + file_off, s_end), [])
             for apos in self._chain(pos + aux, end, cnt, ".gnu.version_r aux entry", 16, 12):
@@ -533,21 +541,15 @@ class ElfFile:
     @_guard
     def version_defs(self):
         """Set of version names this library defines (.gnu.version_d), without its base entry."""
-        sec = self.first_of_type(SHT_GNU_VERDEF)
-        out = set()
-        if sec is None:
-            return out
-        s_off, s_end = self._linked_strings(sec, ".gnu.version_d")
-        e = self.endian
-        mm = self._mm
-        end = sec.offset + sec.size
         # Elf_Verdef: version, flags, ndx, cnt, hash, aux, next (20 bytes); Elf_Verdaux: name, next
-        for pos in self._chain(sec.offset, end, sec.info or 1 << 16, ".gnu.version_d entry", 20, 16):
-            _v, flags, _ndx, cnt, _h, aux = struct.unpack_from(e + "HHHHII", mm, pos)
+        s_off, s_end, end, entries = self._version_entries(SHT_GNU_VERDEF, ".gnu.version_d", 20, 16)
+        out = set()
+        for pos in entries:
+            _v, flags, _ndx, cnt, _h, aux = struct.unpack_from(self.endian + "HHHHII", self._mm, pos)
             if cnt and not flags & VER_FLG_BASE:
                 if pos + aux + 8 > end:
                     raise self._corrupt(".gnu.version_d aux entry past the section end")
-                name_off = struct.unpack_from(e + "I", mm, pos + aux)[0]
+                name_off = struct.unpack_from(self.endian + "I", self._mm, pos + aux)[0]
                 out.add(self._cstr(s_off + name_off, s_end))
         return out
 
