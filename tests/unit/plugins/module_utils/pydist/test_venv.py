@@ -90,6 +90,8 @@ def test_dist_without_metadata_named_by_its_directory(tmp_path):
     (dist,) = list_dists(str(site))
     assert (dist.name, dist.version, dist.key) == ("flash_attn", "2.8.3", "flash-attn")
     assert isinstance(dist.metadata_error, OSError) and dist.fields == {}
-    (facts,) = D.scan(str(site)).values()
+    dists = D.scan(str(site))
+    assert list(dists) == ["flash-attn"]
+    facts = dists["flash-attn"]
     assert facts["name"] == "flash_attn" and facts["version"] == "2.8.3"
     assert facts["errors"][0].startswith("METADATA: ") and os.path.isdir(facts["dist_info"])
