@@ -1,6 +1,10 @@
-"""`make mutate` on a bigger machine (transplant/run.py, transplant/plan.py on 2026-11-30; docs/testing.md).
+"""`make mutate` on a bigger machine (docs/testing.md, "The 16-core machine").
 
-Export every pending mutant of a cosmic-ray db as a whole mutated file: build/mutants/<name>/<job>.py + index.json."""
+Export every pending mutant of a cosmic-ray db as a whole mutated file:
+OUT/<job>.py, OUT/index.json (job -> [operator, occurrence, line]) and OUT/original.py (the file mutated).
+
+    .venv/bin/python tests/unit/mutation/device_export.py DB SOURCE OUT
+"""
 import json
 import sys
 from pathlib import Path
@@ -12,6 +16,7 @@ from cosmic_ray.work_db import WorkDB, use_db
 db_path, src, out = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
 out.mkdir(parents=True, exist_ok=True)
 code = src.read_text()
+(out / "original.py").write_text(code)
 index = {}
 with use_db(db_path, WorkDB.Mode.open) as db:
     done = {job_id for job_id, _r in db.results}

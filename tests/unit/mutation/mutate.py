@@ -9,6 +9,10 @@ surviving mutant as a diff); the summary (killed/total per file) goes to build/m
 
     .venv/bin/python tests/unit/mutation/mutate.py [FILE ...]   # default: every file in the table
     .venv/bin/python tests/unit/mutation/mutate.py --recheck FILE ...
+    MUTATE_COMMIT=HEAD .venv/bin/python tests/unit/mutation/mutate.py --init-only FILE ...  # for device_*.py
+    .venv/bin/python tests/unit/mutation/mutate.py --summarize FILE ...  # after device_import_results.py
+
+MUTATE_COMMIT=<rev>: the copy is that commit (git archive), not the working tree.
 
 --recheck takes the survivors of an earlier run (build/mutate/<name>.sqlite) and runs each of them again
 against the current tests (cosmic-ray apply, the file's test command, the file restored): after tests were
@@ -33,6 +37,13 @@ BIN = Path(sys.executable).parent
 def _copy_tree() -> None:
     if TREE.exists():
         shutil.rmtree(TREE)
+    commit = os.environ.get("MUTATE_COMMIT")
+    if commit:  # the code as committed (others' uncommitted edits in the working tree left out)
+        TREE.mkdir(parents=True)
+        archive = subprocess.run(["git", "archive", commit], cwd=REPO, check=True, capture_output=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(TREE)], input=archive, check=True)
+        _links()
+        return
     files = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO,
                            check=True, capture_output=True).stdout.decode().split("\0")
     for rel in filter(None, files):
@@ -40,6 +51,10 @@ def _copy_tree() -> None:
         if src.is_file() and not src.is_symlink():
             (TREE / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, TREE / rel)
+    _links()
+
+
+def _links() -> None:
     link = TREE / ".collections" / "ansible_collections" / "dflash" / "deploy"
     link.parent.mkdir(parents=True, exist_ok=True)
     link.symlink_to("../../..")
@@ -87,6 +102,15 @@ def _counts(db: Path) -> tuple[int, int, list[str]]:
     return killed, total, survivors
 
 
+def _report(path: str) -> str:
+    name = _name(path)
+    killed, total, survivors = _counts(OUT / f"{name}.sqlite")
+    (OUT / f"{name}.txt").write_text("\n".join(survivors))
+    line = f"{path}: {killed}/{total} killed ({100.0 * killed / max(total, 1):.1f}%), {len(survivors)} survived"
+    print(line, flush=True)
+    return line
+
+
 def _recheck(paths: list[str], conf: dict, env: dict) -> list[str]:
     lines = []
     for path in paths:
@@ -123,9 +147,14 @@ def _recheck(paths: list[str], conf: dict, env: dict) -> list[str]:
 def main(argv: list[str]) -> int:
     conf = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["dflash-mutate"]
     files = conf["files"]
-    recheck = bool(argv) and argv[0] == "--recheck"
-    chosen = (argv[1:] if recheck else argv) or list(files)
+    mode = argv[0] if argv and argv[0] in ("--recheck", "--init-only", "--summarize") else ""
+    recheck = mode == "--recheck"
+    chosen = (argv[1:] if mode else argv) or list(files)
     OUT.mkdir(parents=True, exist_ok=True)
+    if mode == "--summarize":  # after device_import_results.py: the survivors and the score from the database
+        with open(OUT / "summary.txt", "a") as handle:
+            handle.write("\n".join(_report(path) for path in chosen) + "\n")
+        return 0
     _copy_tree()
     env = dict(os.environ, DFLASH_FIXTURE_OUT=str(REPO / "build" / "fixtures"), PYTHONDONTWRITEBYTECODE="1",
                DFLASH_UV=str(REPO / ".tools" / "uv" / "bin" / "uv"))
@@ -139,17 +168,16 @@ def main(argv: list[str]) -> int:
         db = OUT / f"{name}.sqlite"
         db.unlink(missing_ok=True)
         run = dict(cwd=TREE, env=env)
-        # the unmutated code must pass its tests in the copy, or every mutant would count as killed
-        subprocess.run([str(BIN / "cosmic-ray"), "baseline", str(OUT / f"{name}.toml")], check=True, **run)
+        if mode != "--init-only":  # --init-only: device_run.py makes the baseline there
+            # the unmutated code must pass its tests in the copy, or every mutant would count as killed
+            subprocess.run([str(BIN / "cosmic-ray"), "baseline", str(OUT / f"{name}.toml")], check=True, **run)
         subprocess.run([str(BIN / "cosmic-ray"), "init", str(OUT / f"{name}.toml"), str(db)], check=True, **run)
         subprocess.run([str(BIN / "cr-filter-operators"), str(db), str(OUT / f"{name}.toml")], check=True, **run)
         subprocess.run([str(BIN / "cr-filter-pragma"), str(db)], check=True, **run)
+        if mode == "--init-only":
+            continue
         subprocess.run([str(BIN / "cosmic-ray"), "exec", str(OUT / f"{name}.toml"), str(db)], check=True, **run)
-        killed, total, survivors = _counts(db)
-        (OUT / f"{name}.txt").write_text("\n".join(survivors))
-        line = f"{path}: {killed}/{total} killed ({100.0 * killed / max(total, 1):.1f}%), {len(survivors)} survived"
-        print(line, flush=True)
-        summary.append(line)
+        summary.append(_report(path))
     with open(OUT / "summary.txt", "a") as handle:
         handle.write("\n".join(summary) + "\n")
     print("\n".join(summary))
