@@ -1,9 +1,10 @@
 """`make mutate` on a bigger machine (docs/testing.md, "The 16-core machine").
 
-Export every pending mutant of a cosmic-ray db as a whole mutated file:
-OUT/<job>.py, OUT/index.json (job -> [operator, occurrence, line]) and OUT/original.py (the file mutated).
+Export every pending mutant of a cosmic-ray db (with --survivors: every survivor, for a recheck there) as a
+whole mutated file: OUT/<job>.py, OUT/index.json (job -> [operator, occurrence, line]) and OUT/original.py
+(the file mutated).
 
-    .venv/bin/python tests/unit/mutation/device_export.py DB SOURCE OUT
+    .venv/bin/python tests/unit/mutation/device_export.py [--survivors] DB SOURCE OUT
 """
 import json
 import sys
@@ -12,16 +13,19 @@ from pathlib import Path
 from cosmic_ray.mutating import mutate_code
 from cosmic_ray.plugins import get_operator
 from cosmic_ray.work_db import WorkDB, use_db
+from cosmic_ray.work_item import TestOutcome
 
-db_path, src, out = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
+survivors = sys.argv[1] == "--survivors"
+db_path, src, out = sys.argv[1 + survivors], Path(sys.argv[2 + survivors]), Path(sys.argv[3 + survivors])
 out.mkdir(parents=True, exist_ok=True)
 code = src.read_text()
 (out / "original.py").write_text(code)
 index = {}
 with use_db(db_path, WorkDB.Mode.open) as db:
-    done = {job_id for job_id, _r in db.results}
+    results = dict(db.results)
     for item in db.work_items:
-        if item.job_id in done:
+        result = results.get(item.job_id)
+        if (result is not None) != survivors or (survivors and result.test_outcome != TestOutcome.SURVIVED):
             continue
         m = item.mutations[0]
         op = get_operator(m.operator_name)(**(m.operator_args or {}))
