@@ -5,14 +5,17 @@ playbook registers. Small real ELF files built with gcc (abi_native), no GPU nee
 """
 from __future__ import annotations
 
+import os
+import shutil
 import sys
 from pathlib import Path
 
+import pytest
 from ansible_collections.dflash.deploy.plugins.module_utils import abi_check as abi
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "modules"))
 import abi_native as N
-from test_hostile_inputs import _dist, _pkg_venv, _venv
+from test_hostile_inputs import _dist, _patch_machine, _pkg_venv, _venv
 
 CC = [(9, 0)]
 
@@ -169,3 +172,260 @@ def test_record_listing_several_missing_files(tmp_path):
     (site / "pkg" / "ext.so").symlink_to("nowhere.so")
     found = _by_kind(abi.check(str(venv), packages=["pkg"], gpu_ccs=CC))["record_missing_file"]
     assert found["detail"] == "RECORD of pkg 1.0 lists 3 missing files (e.g. pkg/a.py)"
+
+
+# -- a torch of our own: libc10.so exporting a few c10:: symbols, torch/version.py with the local tag ----------------
+
+def _c_decls(names, prefix="u"):
+    """C source calling functions whose symbol names are ``names`` (mangled C++ names through asm labels)."""
+    decl = "".join('int %s%d(void) __asm__("%s");\n' % (prefix, i, n) for i, n in enumerate(names))
+    calls = " + ".join("%s%d()" % (prefix, i) for i in range(len(names))) or "0"
+    return decl + "int f(void){return %s;}\n" % calls
+
+
+def _torch(site, version="2.9.1+cu128", cuda="12.8", exports=("_ZN3c104realEv",)):
+    (site / "torch" / "lib").mkdir(parents=True)
+    (site / "torch" / "__init__.py").write_text("")
+    (site / "torch" / "version.py").write_text("__version__ = %r\ncuda = %r\n" % (version, cuda))
+    _dist(site, "torch", version.split("+")[0], files=["torch/__init__.py", "torch/version.py", "torch/lib/libc10.so"])
+    body = "".join('int e%d(void) __asm__("%s"); int e%d(void){return %d;}\n' % (i, n, i, i)
+                   for i, n in enumerate(exports))
+    return N.build_lib(site / "torch" / "lib" / "libc10.so", body, soname="libc10.so")
+
+
+def test_torch_symbols_torch_does_not_export_are_sampled_and_counted(tmp_path):
+    venv, site = _pkg_venv(tmp_path, ["ext.so"])
+    c10 = _torch(site)
+    missing = ["_ZN3c105miss%dEv" % i for i in range(6)]
+    N.build_lib(site / "pkg" / "ext.so", _c_decls(["_ZN3c104realEv"] + missing), libs=[c10])
+    result = abi.check(str(venv), packages=["pkg"], gpu_ccs=CC)
+    found = _by_kind(result)["undefined_symbol"]
+    assert found["detail"] == ("pkg/ext.so needs 6 c10/at/torch symbols that torch 2.9.1+cu128 does not export "
+                               "(e.g. _ZN3c105miss0Ev)")
+    assert found["fix"] == ("the extension was built against another torch: install the pkg build made for torch "
+                            "2.9.1+cu128, or the torch it was built for")
+    assert found["symbols"] == missing[:5] and found["count"] == 6
+    info = result["files"][0]
+    assert (info["torch_symbols_needed"], info["torch_symbols_missing"], info["symbols_missing"]) == (7, 6, 6)
+    assert result["compatible"] is False
+    # one symbol, with the old C++ ABI's std::string: singular, and the hint
+    N.build_lib(site / "pkg" / "ext.so", _c_decls(["_ZN3c104realEv", "_ZN3c104warnERKSs"]), libs=[c10])
+    found = _by_kind(abi.check(str(venv), packages=["pkg"], gpu_ccs=CC))["undefined_symbol"]
+    assert found["detail"] == ("pkg/ext.so needs 1 c10/at/torch symbol that torch 2.9.1+cu128 does not export "
+                               "(e.g. _ZN3c104warnERKSs); old C++ ABI (std::string as Ss)")
+    # all of them exported: compatible, nothing missing
+    N.build_lib(site / "pkg" / "ext.so", _c_decls(["_ZN3c104realEv"]), libs=[c10])
+    ok = abi.check(str(venv), packages=["pkg"], gpu_ccs=CC)
+    assert ok["compatible"] is True, ok["msg"]
+    assert ok["files"][0]["torch_symbols_missing"] == 0
+
+
+def test_torch_symbols_without_torch_are_not_counted_as_torchs(tmp_path):
+    venv, site = _pkg_venv(tmp_path, ["ext.so"])
+    N.build_lib(site / "pkg" / "ext.so", _c_decls(["_ZN3c104realEv"]))
+    result = abi.check(str(venv), packages=["pkg"], gpu_ccs=CC)
+    assert result["torch"] is None
+    assert result["files"][0]["torch_symbols_missing"] is None  # no torch: nothing to compare with
+    assert result["files"][0]["symbols_missing"] == 1
+
+
+# -- the interpreter: the start of the symbol scope and the loader's reference for the ELF identity ---------------
+
+def _python_with_libpython():
+    from ansible_collections.dflash.deploy.plugins.module_utils.elfload.elf import read_summary
+    exe = os.path.realpath(sys.executable)
+    if not any(n.startswith("libpython") for n in read_summary(exe)["needed"]):
+        pytest.skip("this Python does not link libpython")
+    return exe
+
+
+def test_python_symbols_are_looked_up_in_the_venvs_interpreter_and_libpython(tmp_path):
+    venv, site = _pkg_venv(tmp_path, ["ext.so"])
+    N.build_lib(site / "pkg" / "ext.so", _c_decls(["PyLong_FromLong", "PyDflash_NoSuchCall", "nowhere_sym"]))
+    # no interpreter in the venv: the Py symbols cannot be checked; the others are
+    found = _by_kind(abi.check(str(venv), packages=["pkg"], gpu_ccs=CC))["undefined_symbol"]
+    assert (found["count"], found["symbols"]) == (1, ["nowhere_sym"])
+    # a Python linked with libpython: PyLong_FromLong comes from libpython, the made-up call from nowhere
+    (venv / "bin").mkdir()
+    (venv / "bin" / "python").symlink_to(_python_with_libpython())
+    found = _by_kind(abi.check(str(venv), packages=["pkg"], gpu_ccs=CC))["undefined_symbol"]
+    assert (found["count"], found["symbols"]) == (2, ["PyDflash_NoSuchCall", "nowhere_sym"])
+    N.build_lib(site / "pkg" / "ext.so", _c_decls(["PyLong_FromLong"]))
+    ok = abi.check(str(venv), packages=["pkg"], gpu_ccs=CC)
+    assert ok["compatible"] is True, ok["msg"]
+
+
+def test_the_venvs_python_decides_the_architecture(tmp_path):
+    """An x86_64 extension in a venv whose Python is an aarch64 binary (a venv made for another host)."""
+    venv, site = _pkg_venv(tmp_path, ["ext.so"])
+    N.build_lib(site / "pkg" / "ext.so", "int f(void){return 0;}")
+    (venv / "bin").mkdir()
+    python = venv / "bin" / "python"
+    shutil.copy(os.path.realpath(sys.executable), python)
+    _patch_machine(python, 183)
+    result = abi.check(str(venv), packages=["pkg"], gpu_ccs=CC)
+    found = _by_kind(result)["wrong_architecture"]
+    assert found["detail"] == ("pkg/ext.so is ELF 64-bit little-endian x86_64, but this venv's Python is 64-bit "
+                               "little-endian aarch64")
+    assert found["fix"] == "install the distribution's build for aarch64 (64-bit)"
+    assert result["compatible"] is False
+
+
+# -- damaged files past the header checks: the finding names what is unreadable, and the check goes on -------------
+
+def _section_header(data, name):
+    """(file offset of the Elf64_Shdr called ``name``, its sh_offset)."""
+    import struct
+    shoff, = struct.unpack_from("<Q", data, 0x28)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x3A)
+    str_off, = struct.unpack_from("<Q", data, shoff + shstrndx * shentsize + 24)
+    for i in range(shnum):
+        at = shoff + i * shentsize
+        name_off, = struct.unpack_from("<I", data, at)
+        end = data.index(b"\0", str_off + name_off)
+        if data[str_off + name_off:end].decode() == name:
+            return at, struct.unpack_from("<Q", data, at + 24)[0]
+    raise KeyError(name)
+
+
+def _damage(path, name, field):
+    """Damage one section of a real library: the .dynsym entry size, the .gnu.hash header or a string table link."""
+    import struct
+    data = bytearray(path.read_bytes())
+    at, offset = _section_header(data, name)
+    if field == "entsize":
+        struct.pack_into("<Q", data, at + 56, 1)
+    elif field == "nbuckets":
+        struct.pack_into("<I", data, offset, 0)
+    elif field == "link":
+        struct.pack_into("<I", data, at + 40, 999)
+    path.write_bytes(bytes(data))
+
+
+def test_unreadable_dynamic_symbols_are_reported_and_the_other_checks_run(tmp_path):
+    venv, site = _pkg_venv(tmp_path, ["ext.so"])
+    dep = N.build_lib(tmp_path / "build" / "libdep.so", "int dep(void){return 1;}", soname="libdep.so",
+                      version_script="DEP_2.0 { global: dep; local: *; };\n")
+    ext = N.build_lib(site / "pkg" / "ext.so", "int dep(void); int f(void){return dep();}", libs=[dep],
+                      rpath=str(dep.parent))
+    _damage(ext, ".dynsym", "entsize")
+    N.build_lib(dep, "int dep(void){return 1;}", soname="libdep.so",
+                version_script="DEP_1.0 { global: dep; local: *; };\n")
+    result = abi.check(str(venv), packages=["pkg"], gpu_ccs=CC)
+    found = _by_kind(result)
+    assert found["corrupt_elf"]["detail"] == "pkg/ext.so: cannot read dynamic symbols (.dynsym entry size 1 too small)"
+    assert "glibc_version_missing" in found  # the version check still ran
+    assert result["compatible"] is False
+
+
+def test_a_damaged_version_table_is_reported_when_the_file_is_opened(tmp_path):
+    venv, site = _pkg_venv(tmp_path, ["ext.so"])
+    dep = N.build_lib(tmp_path / "build" / "libdep.so", "int dep(void){return 1;}", soname="libdep.so",
+                      version_script="DEP_1.0 { global: dep; local: *; };\n")
+    ext = N.build_lib(site / "pkg" / "ext.so", "int dep(void); int f(void){return dep();}", libs=[dep],
+                      rpath=str(dep.parent))
+    _damage(ext, ".gnu.version_r", "link")
+    result = abi.check(str(venv), packages=["pkg"], gpu_ccs=CC)
+    assert [(f["kind"], f["path"]) for f in result["findings"]] == [("corrupt_elf", "pkg/ext.so")]
+    assert ".gnu.version_r links to a missing string table" in result["findings"][0]["detail"]
+
+
+def test_a_dependency_with_a_damaged_hash_table_does_not_hide_the_next_ones_symbols(tmp_path):
+    venv, site = _pkg_venv(tmp_path, ["ext.so"])
+    build = tmp_path / "build"
+    bad = N.build_lib(build / "libbad.so", "int b(void){return 1;}", soname="libbad.so")
+    good = N.build_lib(build / "libgood.so", "int g(void){return 2;}", soname="libgood.so")
+    N.build_lib(site / "pkg" / "ext.so", "int b(void); int g(void); int f(void){return b() + g();}",
+                libs=[bad, good], rpath=str(build))
+    _damage(bad, ".gnu.hash", "nbuckets")
+    result = abi.check(str(venv), packages=["pkg"], gpu_ccs=CC)
+    missing = [f for f in result["findings"] if f["kind"] == "undefined_symbol"]
+    assert [f["symbols"] for f in missing] == [["b"]], result["findings"]  # g is found in libgood.so
+
+
+def test_a_provider_whose_version_definitions_are_unreadable_is_skipped_not_the_next(tmp_path):
+    venv, site = _pkg_venv(tmp_path, ["ext.so"])
+    build = tmp_path / "build"
+    aaa = N.build_lib(build / "libaaa.so", "int a(void){return 1;}", soname="libaaa.so",
+                      version_script="AAA_1.0 { global: a; local: *; };\n")
+    dep = N.build_lib(build / "libdep.so", "int d(void){return 1;}", soname="libdep.so",
+                      version_script="DEP_2.0 { global: d; local: *; };\n")
+    N.build_lib(site / "pkg" / "ext.so", "int a(void); int d(void); int f(void){return a() + d();}",
+                libs=[aaa, dep], rpath=str(build))
+    _damage(aaa, ".gnu.version_d", "link")
+    N.build_lib(dep, "int d(void){return 1;}", soname="libdep.so", version_script="DEP_1.0 { global: d; local: *; };\n")
+    result = abi.check(str(venv), packages=["pkg"], gpu_ccs=CC)
+    found = [f for f in result["findings"] if f["kind"] == "glibc_version_missing"]
+    assert [f["detail"] for f in found] == ["pkg/ext.so needs DEP_2.0 from libdep.so but %s provides up to DEP_1.0"
+                                            % dep]
+
+
+def test_versions_of_a_library_that_is_not_found_are_not_compared(tmp_path):
+    """libaaa.so (sorted first) is missing: reported once as not found; libdep.so's versions are still checked."""
+    venv, site = _pkg_venv(tmp_path, ["ext.so"])
+    build = tmp_path / "build"
+    aaa = N.build_lib(build / "libaaa.so", "int a(void){return 1;}", soname="libaaa.so",
+                      version_script="AAA_1.0 { global: a; local: *; };\n")
+    dep = N.build_lib(build / "libdep.so", "int d(void){return 1;}", soname="libdep.so",
+                      version_script="DEP_2.0 { global: d; local: *; };\n")
+    N.build_lib(site / "pkg" / "ext.so", "int a(void); int d(void); int f(void){return a() + d();}",
+                libs=[aaa, dep], rpath=str(build))
+    aaa.unlink()
+    N.build_lib(dep, "int d(void){return 1;}", soname="libdep.so", version_script="DEP_1.0 { global: d; local: *; };\n")
+    result = abi.check(str(venv), packages=["pkg"], gpu_ccs=CC)
+    assert sorted(f["kind"] for f in result["findings"] if f["severity"] == "error") == [
+        "glibc_version_missing", "library_not_found"]
+    assert result["files"][0]["version_needs"] == {"libaaa.so": ["AAA_1.0"], "libdep.so": ["DEP_2.0"]}
+
+
+def test_provides_up_to_names_the_version_of_the_same_family(tmp_path):
+    """A library defining two version families (like libstdc++'s GLIBCXX_ and CXXABI_): the newest missing one and the
+    newest defined one of that family."""
+    venv, site = _pkg_venv(tmp_path, ["ext.so"])
+    build = tmp_path / "build"
+    body = "int a(void){return 1;} int z(void){return 2;}"
+    new = "AAA_2.0 { global: a; local: *; };\nZZZ_2.0 { global: z; };\n"
+    dep = N.build_lib(build / "libdep.so", body, soname="libdep.so", version_script=new)
+    N.build_lib(site / "pkg" / "ext.so", "int a(void); int z(void); int f(void){return a() + z();}", libs=[dep],
+                rpath=str(build))
+    old = "AAA_1.0 { global: a; local: *; };\nZZZ_1.0 { global: z; };\nZZZ_1.5 { global: z; } ZZZ_1.0;\n"
+    N.build_lib(dep, body, soname="libdep.so", version_script=old)
+    found = _by_kind(abi.check(str(venv), packages=["pkg"], gpu_ccs=CC))["glibc_version_missing"]
+    assert found["detail"] == "pkg/ext.so needs ZZZ_2.0 from libdep.so but %s provides up to ZZZ_1.5" % dep
+    assert found["versions"] == ["AAA_2.0", "ZZZ_2.0"]
+
+
+def test_symbols_that_may_come_from_a_library_without_section_headers(tmp_path):
+    """Exports of an object without section headers cannot be read: the symbols found nowhere else are an info."""
+    venv, site = _pkg_venv(tmp_path, ["ext.so"])
+    build = tmp_path / "build"
+    blind1 = N.build_lib(build / "libblind1.so", "int a(void){return 1;}", soname="libblind1.so")
+    blind2 = N.build_lib(build / "libblind2.so", "int c(void){return 1;}", soname="libblind2.so")
+    good = N.build_lib(build / "libgood.so", "int g(void){return 2;}", soname="libgood.so")
+    N.build_lib(site / "pkg" / "ext.so", "int a(void); int c(void); int g(void); int x(void);"
+                "int f(void){return a() + c() + g() + x();}", libs=[blind1, blind2, good], rpath=str(build))
+    for lib in (blind1, blind2):
+        data = bytearray(lib.read_bytes())
+        data[0x28:0x30] = b"\0" * 8  # e_shoff
+        data[0x3C:0x40] = b"\0" * 4  # e_shnum, e_shstrndx
+        lib.write_bytes(bytes(data))
+    result = abi.check(str(venv), packages=["pkg"], gpu_ccs=CC)
+    unchecked = [f for f in result["findings"] if f["kind"] == "symbols_unchecked"]
+    assert [(f["detail"], f["severity"]) for f in unchecked] == [
+        ("pkg/ext.so: 3 undefined symbol(s) not found elsewhere may come from %s, which has no section headers"
+         % blind1, "info")]
+    assert result["compatible"] is True, result["msg"]
+    assert result["files"][0]["symbols_missing"] == 0
+
+
+def test_an_extension_without_section_headers_says_its_symbols_were_not_checked(tmp_path):
+    venv, site = _pkg_venv(tmp_path, ["ext.so"])
+    lib = N.build_lib(site / "pkg" / "ext.so", _undefined(2))
+    data = bytearray(lib.read_bytes())
+    data[0x28:0x30] = b"\0" * 8
+    data[0x3C:0x40] = b"\0" * 4
+    lib.write_bytes(bytes(data))
+    result = abi.check(str(venv), packages=["pkg"], gpu_ccs=CC)
+    assert [(f["kind"], f["detail"]) for f in result["findings"]] == [
+        ("symbols_unchecked", "pkg/ext.so has no section headers (the loader needs none): its symbols and versions "
+         "were not checked")]
