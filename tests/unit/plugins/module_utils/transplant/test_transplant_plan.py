@@ -290,3 +290,77 @@ def test_bytes_to_write_counts_files_and_dist_info(pair):
     plan = _plan(src, dest, ["torch"])
     info = sum(f.size for d in plan.dist_info_writes for f in d.files)
     assert info > 0 and plan.bytes_total == 1000 + info
+
+
+def _installed_copy(src, dest, files, record_first=False):
+    """torch 2 in src, and the copy a finished transplant leaves in dest (same RECORD, sizes, mtimes)."""
+    import shutil
+
+    tag = CPTAG + "-" + CPTAG + "-linux_x86_64"
+    for venv in (src, dest):
+        info = add_dist(venv, "torch", "2", files, tag=tag, mtime=1_700_000_000)
+        if record_first:  # some installers write RECORD's own row first
+            rows = (info / "RECORD").read_text().splitlines(keepends=True)
+            (info / "RECORD").write_text("".join(rows[-1:] + rows[:-1]))
+    for name in ("METADATA", "WHEEL", "INSTALLER", "RECORD"):
+        src_info = next(src.glob("lib/python3.*/site-packages/torch-2.dist-info"))
+        shutil.copy2(src_info / name, next(dest.glob("lib/python3.*/site-packages/torch-2.dist-info")) / name)
+    assert not _plan(src, dest, ["torch"]).has_work  # the copy is taken as unchanged
+    return next(dest.glob("lib/python3.*/site-packages"))
+
+
+def test_a_file_removed_from_the_destination_by_hand_is_put_back(pair):
+    src, dest = pair
+    sp = _installed_copy(src, dest, {"torch/a.py": b"a" * 100, "torch/b.py": b"b"})
+    (sp / "torch" / "b.py").unlink()
+    plan = _plan(src, dest, ["torch"])
+    assert plan.unchanged == [] and sorted(w.path for w in plan.writes) == ["torch/a.py", "torch/b.py"]
+    assert {w.path: w.existed for w in plan.writes} == {"torch/a.py": True, "torch/b.py": False}
+
+
+def test_a_changed_file_is_noticed_whatever_the_place_of_record_in_record(pair):
+    """RECORD naming itself first: the files listed after it are still checked."""
+    src, dest = pair
+    sp = _installed_copy(src, dest, {"torch/a.py": b"a" * 100, "torch/b.py": b"b" * 10}, record_first=True)
+    (sp / "torch" / "b.py").write_bytes(b"changed by hand")
+    os.utime(sp / "torch" / "b.py", (1_700_000_000, 1_700_000_000))
+    plan = _plan(src, dest, ["torch"])
+    assert plan.unchanged == [] and plan.moved[0]["to"] == "2"
+
+
+def test_the_largest_files_are_placed_first(pair):
+    """The runner keeps the plan's order: the long copies start first, the small files fill in."""
+    src, dest = pair
+    add_dist(src, "torch", "2", {"torch/a.py": b"a", "torch/lib/big.so": b"x" * 5000, "torch/mid.py": b"m" * 100,
+                                 "torch/lib/small.so": b"s" * 10})
+    plan = _plan(src, dest, ["torch"])
+    assert [w.path for w in plan.writes] == ["torch/lib/big.so", "torch/mid.py", "torch/lib/small.so", "torch/a.py"]
+
+
+def test_the_new_record_keeps_the_source_record_mtime(pair):
+    src, dest = pair
+    add_dist(src, "torch", "2", {"torch/a.py": b"a"}, mtime=1_600_000_000)
+    record = next(src.glob("lib/python3.*/site-packages/torch-2.dist-info")) / "RECORD"
+    os.utime(record, (1_600_000_000, 1_600_000_000))
+    plan = _plan(src, dest, ["torch"])
+    written = {f.path: f for f in plan.dist_info_writes[0].files}
+    assert written["torch-2.dist-info/RECORD"].mtime_ns == 1_600_000_000 * 10**9
+    assert written["torch-2.dist-info/METADATA"].mtime_ns == 1_600_000_000 * 10**9
+
+
+def test_a_leaving_file_already_gone_behind_a_symlink_out_of_the_venv_is_not_refused(pair, tmp_path):
+    """Only what is there to delete is checked: a missing file whose directory points out of the venv is
+    nothing to delete and nothing to refuse."""
+    src, dest = pair
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "keep.py").write_bytes(b"precious")
+    add_dist(src, "evil", "2", {"evil2/y.py": b"y"})
+    add_dist(dest, "evil", "1", {"evil/x.py": b"x"})
+    sp = next(dest.glob("lib/python3.*/site-packages"))
+    (sp / "evil" / "x.py").unlink()
+    (sp / "evil").rmdir()
+    (sp / "evil").symlink_to(outside)  # x.py is not there
+    plan = _plan(src, dest, ["evil"])
+    assert plan.deletes == [] and plan.old_dist_infos == ["evil-1.dist-info"]
+    assert sorted(p.name for p in outside.iterdir()) == ["keep.py"]
