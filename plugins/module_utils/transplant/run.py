@@ -375,7 +375,7 @@ class Runner:
             final = os.path.join(sp, name)
             saved = os.path.join(backup_sp, name)
             if existed:
-                if os.path.isdir(saved):
+                if os.path.lexists(saved):  # a directory, or a leftover file or link the run moved aside
                     if os.path.lexists(final):
                         shutil.rmtree(final)
                     os.rename(saved, final)

@@ -412,3 +412,21 @@ def test_where_hardlinks_are_refused_the_backup_is_copied_and_restores_byte_for_
         assert (backup / "site-packages" / "pkg" / "core.so").stat().st_ino != (sp / "pkg" / "core.so").stat().st_ino
         assert _recover_only(world["dest"])["action"] == "rolled_back"
         assert snapshot(world["dest"], skip_state=True) == before, point
+
+
+@pytest.mark.parametrize("point", ["writing_dist_info:1", "writing_dist_info:2", "writing_dist_info:3"])
+def test_a_file_where_an_incoming_dist_info_goes_comes_back_after_a_kill_or_a_failed_run(world, monkeypatch, point):
+    """A regular file (not a directory) sits at pkg 2.0's dist-info name: the run keeps it in the backup
+    while the new dist-info goes in; a rollback, by recovery after a kill or by the failing run itself,
+    puts it back, and the destination is what it was, byte for byte."""
+    for venv in (world["dest"], world["template"]):
+        (site_packages(venv) / "pkg-2.0.dist-info").write_bytes(b"left by another tool\n")
+    before = snapshot(world["dest"], skip_state=True)
+    _killed_at(world, point, monkeypatch)
+    assert _recover_only(world["dest"])["action"] == "rolled_back"
+    assert snapshot(world["dest"], skip_state=True) == before, point
+    _reset(world)
+    hook = _Hook(point, error=OSError(errno.EIO, "Input/output error", "disk"))
+    with pytest.raises(TransplantError, match="Input/output error"):
+        _run(world, hook, monkeypatch)
+    assert snapshot(world["dest"]) == before, point
