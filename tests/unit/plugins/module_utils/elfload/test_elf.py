@@ -8,6 +8,7 @@ import sys
 import abi_native as N
 import pytest
 from ansible_collections.dflash.deploy.plugins.module_utils.elfload.elf import ElfError, ElfFile, gnu_hash, read_summary
+from elf_oracle import read_dynamic_tags
 from elftools.elf.dynamic import DynamicSection
 from elftools.elf.elffile import ELFFile
 from elftools.elf.gnuversions import GNUVerDefSection, GNUVerNeedSection
@@ -58,15 +59,7 @@ def _pyelf(path):
             if sec.name:
                 out["sections"][sec.name] = (sec["sh_offset"], sec["sh_size"])
             if isinstance(sec, DynamicSection):
-                for tag in sec.iter_tags():
-                    if tag.entry.d_tag == "DT_NEEDED":
-                        out["needed"].append(tag.needed)
-                    elif tag.entry.d_tag == "DT_RPATH":
-                        out["rpath"] = tag.rpath
-                    elif tag.entry.d_tag == "DT_RUNPATH":
-                        out["runpath"] = tag.runpath
-                    elif tag.entry.d_tag == "DT_SONAME":
-                        out["soname"] = tag.soname
+                read_dynamic_tags(sec, out)
             elif isinstance(sec, SymbolTableSection) and sec.name == ".dynsym":
                 for sym in list(sec.iter_symbols())[1:]:
                     if not sym.name:
