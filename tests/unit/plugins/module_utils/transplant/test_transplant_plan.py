@@ -128,11 +128,13 @@ def test_unchanged_is_stat_only(pair, monkeypatch):
     assert not _plan(src, dest, ["torch"]).has_work
 
 
-def test_dest_without_record_refused_when_leaving(pair):
+@pytest.mark.parametrize("dest_version", ["1", "2"], ids=["older", "same_version_not_taken_as_unchanged"])
+def test_dest_without_record_refused_when_leaving(pair, dest_version):
     src, dest = pair
     add_dist(src, "torch", "2", {"torch/a.py": b"a"})
-    add_dist(dest, "torch", "1", {"torch/a.py": b"b"}, write_record=False)
-    with pytest.raises(PlanError, match="no RECORD"):
+    add_dist(dest, "torch", dest_version, {"torch/a.py": b"a"}, write_record=False)
+    with pytest.raises(PlanError, match="^destination torch %s has no RECORD: cannot tell which files are its own; "
+                                        "reinstall it or remove it by hand$" % dest_version):
         _plan(src, dest, ["torch"])
 
 
@@ -171,14 +173,6 @@ def test_source_without_wheel_tags_is_moved_with_a_warning(pair):
     (di / "WHEEL").write_bytes((di / "WHEEL").read_bytes().replace(b"Tag: py3-none-any\n", b"Tag-: py3-none-any\n"))
     plan = _plan(src, dest, ["torch"])
     assert plan.warnings == ["torch 2 has no WHEEL tags; its Python ABI was not checked"]
-
-
-def test_same_version_in_dest_without_record_is_refused_not_taken_as_unchanged(pair):
-    src, dest = pair
-    add_dist(src, "torch", "2", {"torch/a.py": b"a"})
-    add_dist(dest, "torch", "2", {"torch/a.py": b"a"}, write_record=False)
-    with pytest.raises(PlanError, match="destination torch 2 has no RECORD: cannot tell which files are its own"):
-        _plan(src, dest, ["torch"])
 
 
 def test_a_staying_dist_without_record_does_not_hide_the_claims_of_the_others(pair):
@@ -257,17 +251,26 @@ def test_an_incoming_script_claimed_by_a_staying_dist_is_refused_even_with_equal
         _plan(src, dest, ["torch"])
 
 
-def test_deleting_through_a_symlink_out_of_the_venv_is_refused(pair, tmp_path):
+def _leaving_dir_pointing_outside(pair, tmp_path, outside_file=None):
+    """evil 1 in dest owns evil/x.py, evil 2 in src does not; dest's evil/ is then swapped for a symlink to
+    tmp_path/outside, which holds outside_file ("precious"), or does not exist when outside_file is None."""
     src, dest = pair
     outside = tmp_path / "outside"
-    outside.mkdir()
-    (outside / "x.py").write_bytes(b"precious")
+    if outside_file is not None:
+        outside.mkdir()
+        (outside / outside_file).write_bytes(b"precious")
     add_dist(src, "evil", "2", {"evil2/y.py": b"y"})
     add_dist(dest, "evil", "1", {"evil/x.py": b"x"})
     sp = next(dest.glob("lib/python3.*/site-packages"))
     (sp / "evil" / "x.py").unlink()
     (sp / "evil").rmdir()
     (sp / "evil").symlink_to(outside)
+    return outside
+
+
+def test_deleting_through_a_symlink_out_of_the_venv_is_refused(pair, tmp_path):
+    src, dest = pair
+    outside = _leaving_dir_pointing_outside(pair, tmp_path, "x.py")
     with pytest.raises(PlanError, match="resolves outside the venv"):
         _plan(src, dest, ["evil"])
     assert (outside / "x.py").read_bytes() == b"precious"
@@ -352,15 +355,61 @@ def test_a_leaving_file_already_gone_behind_a_symlink_out_of_the_venv_is_not_ref
     """Only what is there to delete is checked: a missing file whose directory points out of the venv is
     nothing to delete and nothing to refuse."""
     src, dest = pair
-    outside = tmp_path / "outside"
-    outside.mkdir()
-    (outside / "keep.py").write_bytes(b"precious")
-    add_dist(src, "evil", "2", {"evil2/y.py": b"y"})
-    add_dist(dest, "evil", "1", {"evil/x.py": b"x"})
-    sp = next(dest.glob("lib/python3.*/site-packages"))
-    (sp / "evil" / "x.py").unlink()
-    (sp / "evil").rmdir()
-    (sp / "evil").symlink_to(outside)  # x.py is not there
+    outside = _leaving_dir_pointing_outside(pair, tmp_path, "keep.py")  # x.py is not there
     plan = _plan(src, dest, ["evil"])
     assert plan.deletes == [] and plan.old_dist_infos == ["evil-1.dist-info"]
     assert sorted(p.name for p in outside.iterdir()) == ["keep.py"]
+
+
+def test_a_leaving_dir_swapped_for_a_dangling_symlink_is_nothing_to_delete(pair, tmp_path):
+    """A symlink to nowhere cannot be listed: its files are not there, so the plan deletes nothing through it."""
+    src, dest = pair
+    outside = _leaving_dir_pointing_outside(pair, tmp_path)
+    plan = _plan(src, dest, ["evil"])
+    assert plan.deletes == [] and plan.old_dist_infos == ["evil-1.dist-info"]
+    assert [w.path for w in plan.writes] == ["evil2/y.py"] and not outside.exists()
+
+
+def test_an_incoming_file_into_a_dangling_symlink_out_of_the_venv_is_refused(pair, tmp_path):
+    src, dest = pair
+    add_dist(src, "evil", "1", {"evil/x.py": b"x"})
+    sp = next(dest.glob("lib/python3.*/site-packages"))
+    (sp / "evil").symlink_to(tmp_path / "nowhere")
+    with pytest.raises(PlanError, match="^destination path %s/evil/x.py resolves outside the venv \\(%s\\)$"
+                       % (sp, tmp_path / "nowhere")):
+        _plan(src, dest, ["evil"])
+    assert not (tmp_path / "nowhere").exists()
+
+
+def test_a_file_that_is_a_symlink_in_the_destination_is_replaced(pair):
+    """A library installed as a symlink (libx.so -> libx.so.1) is a file to overwrite, not a directory."""
+    src, dest = pair
+    add_dist(src, "torch", "2", {"torch/lib/libx.so": b"new", "torch/lib/libx.so.1": b"new"})
+    add_dist(dest, "torch", "1", {"torch/lib/libx.so.1": b"old"}, record_extra=[("torch/lib/libx.so", "", "")])
+    sp = next(dest.glob("lib/python3.*/site-packages"))
+    (sp / "torch" / "lib" / "libx.so").symlink_to("libx.so.1")
+    plan = _plan(src, dest, ["torch"])
+    assert {w.path: w.existed for w in plan.writes} == {"torch/lib/libx.so": True, "torch/lib/libx.so.1": True}
+    assert plan.deletes == [] and plan.new_dirs == []
+
+
+def test_a_distribution_with_nothing_but_its_dist_info_is_placed(pair):
+    """A metapackage (only requirements, no files of its own) still lands: its dist-info is the work."""
+    src, dest = pair
+    add_dist(src, "sglang-all", "1", {})
+    plan = _plan(src, dest, ["sglang-all"])
+    assert plan.writes == [] and plan.deletes == [] and plan.old_dist_infos == []
+    assert plan.has_work and [d.dist_info for d in plan.dist_info_writes] == ["sglang_all-1.dist-info"]
+    assert plan.moved[0]["from"] is None and plan.moved[0]["to"] == "1"
+
+
+def test_a_same_version_copy_whose_record_is_damaged_is_refused_not_taken_as_unchanged(pair):
+    """Same dist-info, same sizes and mtimes, but the destination RECORD cannot be read: nothing proves the
+    copy matches, and the plan cannot tell its files, so it says so instead of reporting "unchanged"."""
+    src, dest = pair
+    sp = _installed_copy(src, dest, {"torch/a.py": b"a" * 100})
+    record = sp / "torch-2.dist-info" / "RECORD"
+    record.write_text(record.read_text() + "/etc/passwd,,\n")
+    os.utime(record, (1_700_000_000, 1_700_000_000))
+    with pytest.raises(PlanError, match="^destination torch 2: RECORD refused: .*absolute path '/etc/passwd'"):
+        _plan(src, dest, ["torch"])
