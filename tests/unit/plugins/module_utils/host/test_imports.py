@@ -83,3 +83,50 @@ def test_child_scripts_are_the_module_utils_files_and_run_on_their_own(tmp_path)
                           env={"PATH": "/usr/bin:/bin", "LD_LIBRARY_PATH": str(tmp_path)})
     report = runner.parse_report(proc.stdout)
     assert report["step"] == "load libcuda.so.1" or report["step"].startswith("cu"), report
+
+
+class _Interpreters:
+    """Stands in for run_with_timeout: each "interpreter" takes ``hold`` seconds and reports a clean import;
+    records the timeout it was given and how many ran at once."""
+
+    def __init__(self, hold=0.0, timed_out=False):
+        import threading
+        self.hold, self.timed_out = hold, timed_out
+        self.timeouts, self.running, self.peak = [], 0, 0
+        self.lock = threading.Lock()
+
+    def __call__(self, argv, timeout, env=None):
+        with self.lock:
+            self.timeouts.append(timeout)
+            self.running += 1
+            self.peak = max(self.peak, self.running)
+        time.sleep(self.hold)
+        with self.lock:
+            self.running -= 1
+        if self.timed_out:
+            return -9, "", "", True
+        return 0, '@@DFLASH@@{"ok": true, "version": "1.0"}\n', "", False
+
+
+def test_without_a_timeout_an_import_gets_120_seconds(monkeypatch):
+    # 120 s is the modules' documented import_timeout default
+    monkeypatch.setattr(I, "run_with_timeout", _Interpreters(timed_out=True))
+    assert I.import_one(sys.executable, "slow")["error"] == "timed out after 120s"
+    res = I.import_many(sys.executable, ["slow", "slower"])
+    assert [r["error"] for r in res.values()] == ["timed out after 120s"] * 2
+
+
+def test_import_many_runs_four_interpreters_at_a_time_by_default(monkeypatch):
+    fake = _Interpreters(hold=0.3)
+    monkeypatch.setattr(I, "run_with_timeout", fake)
+    res = I.import_many(sys.executable, ["m%d" % i for i in range(9)])
+    assert all(r["ok"] for r in res.values()) and len(fake.timeouts) == 9
+    assert fake.peak == 4
+
+
+def test_seconds_are_reported_to_the_millisecond(monkeypatch):
+    import types
+    clock = iter([100.0, 101.23456])
+    monkeypatch.setattr(I, "time", types.SimpleNamespace(monotonic=lambda: next(clock)))
+    monkeypatch.setattr(I, "run_with_timeout", _Interpreters())
+    assert I.import_one(sys.executable, "m", timeout=5)["seconds"] == 1.235

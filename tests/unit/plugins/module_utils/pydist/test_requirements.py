@@ -84,3 +84,32 @@ def test_a_dependency_installed_without_a_version_does_not_hide_the_next_require
     res = R.check_with_packaging(_dists(["b>=1", "c"], b=""))
     assert [(u["requirement"], u["problem"].split(":")[0]) for u in res] == [
         ("b>=1", "installed without a version"), ("c", "missing")]
+
+
+@pytest.fixture
+def without_packaging(monkeypatch):
+    """requirements.py as imported by an interpreter that has no ``packaging``."""
+    import importlib.util
+    import sys
+    monkeypatch.setitem(sys.modules, "packaging.markers", None)  # `import` of it raises ImportError
+    spec = importlib.util.spec_from_file_location("requirements_without_packaging", R.__file__)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_a_host_without_packaging_falls_back_to_uv(without_packaging, fake_uv):
+    line = "The package `a` requires `b>=2`, but `1.0` is installed"
+    dists = _dists(["b>=2"], b="1.0")
+    res = without_packaging.check(dists, uv=fake_uv(1, line), python="python")
+    assert res == {"method": "uv", "error": None, "unsatisfied": [
+        {"distribution": "a", "version": "1.0", "requirement": "b>=2", "installed": "1.0", "problem": "conflict"}]}
+    assert without_packaging.check(dists)["error"].startswith("requirements not checked: the Python package "
+                                                              "'packaging' is not importable")
+
+
+def test_uv_pip_check_that_hangs_is_given_60_seconds(without_packaging, fake_uv, monkeypatch):
+    monkeypatch.setattr(without_packaging, "run_with_timeout", lambda argv, timeout, merge_stderr=False: (
+        -9, "", "", True))
+    res = without_packaging.check(_dists([]), uv=fake_uv(0, "ok"), python="python")
+    assert res == {"method": "uv", "unsatisfied": [], "error": "uv pip check could not run: timed out after 60s"}
