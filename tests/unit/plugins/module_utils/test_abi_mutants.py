@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -29,11 +30,13 @@ def test_fixes_name_the_package_and_the_library(tmp_path):
     dep = N.build_lib(tmp_path / "build" / "libgone.so.3", "int dep(void){return 1;}", soname="libgone.so.3")
     N.build_lib(site / "pkg" / "ext.so", "int dep(void); int f(void){return dep();}", libs=[dep])
     dep.unlink()
-    result = abi.check(str(venv), packages=["pkg", "absent_pkg", "../etc"], gpu_ccs=CC)
+    dirs = [str(tmp_path / ("d%02d" % i)) for i in range(15)]
+    result = abi.check(str(venv), packages=["pkg", "absent_pkg", "../etc"], gpu_ccs=CC,
+                       environment={"LD_LIBRARY_PATH": ":".join(dirs)})
     found = _by_kind(result)
     assert found["library_not_found"]["fix"] == ("install the distribution that provides libgone.so.3 or add its "
                                                  "directory to LD_LIBRARY_PATH in environment")
-    assert 0 < len(found["library_not_found"]["searched"]) <= 12
+    assert found["library_not_found"]["searched"] == dirs[:12]  # the first twelve places the loader looked
     bad = [f for f in result["findings"] if f["kind"] == "package_not_found"]
     assert [(f["path"], f["fix"]) for f in bad] == [
         ("../etc", "name the package, e.g. sgl_kernel"),
@@ -183,14 +186,15 @@ def _c_decls(names, prefix="u"):
     return decl + "int f(void){return %s;}\n" % calls
 
 
-def _torch(site, version="2.9.1+cu128", cuda="12.8", exports=("_ZN3c104realEv",)):
+def _torch(site, version="2.9.1+cu128", cuda="12.8", exports=("_ZN3c104realEv",), libs=()):
     (site / "torch" / "lib").mkdir(parents=True)
     (site / "torch" / "__init__.py").write_text("")
     (site / "torch" / "version.py").write_text("__version__ = %r\ncuda = %r\n" % (version, cuda))
     _dist(site, "torch", version.split("+")[0], files=["torch/__init__.py", "torch/version.py", "torch/lib/libc10.so"])
     body = "".join('int e%d(void) __asm__("%s"); int e%d(void){return %d;}\n' % (i, n, i, i)
                    for i, n in enumerate(exports))
-    return N.build_lib(site / "torch" / "lib" / "libc10.so", body, soname="libc10.so")
+    return N.build_lib(site / "torch" / "lib" / "libc10.so", body, soname="libc10.so", libs=libs,
+                       extra_objects=["-Wl,--no-as-needed"])
 
 
 def test_torch_symbols_torch_does_not_export_are_sampled_and_counted(tmp_path):
@@ -258,7 +262,9 @@ def test_python_symbols_are_looked_up_in_the_venvs_interpreter_and_libpython(tmp
 def test_the_venvs_python_decides_the_architecture(tmp_path):
     """An x86_64 extension in a venv whose Python is an aarch64 binary (a venv made for another host)."""
     venv, site = _pkg_venv(tmp_path, ["ext.so"])
-    N.build_lib(site / "pkg" / "ext.so", "int f(void){return 0;}")
+    gone = N.build_lib(tmp_path / "build" / "libgone.so", "int g(void){return 1;}", soname="libgone.so")
+    N.build_lib(site / "pkg" / "ext.so", "int g(void); int f(void){return g();}", libs=[gone])
+    gone.unlink()
     (venv / "bin").mkdir()
     python = venv / "bin" / "python"
     shutil.copy(os.path.realpath(sys.executable), python)
@@ -268,6 +274,7 @@ def test_the_venvs_python_decides_the_architecture(tmp_path):
     assert found["detail"] == ("pkg/ext.so is ELF 64-bit little-endian x86_64, but this venv's Python is 64-bit "
                                "little-endian aarch64")
     assert found["fix"] == "install the distribution's build for aarch64 (64-bit)"
+    assert [f["kind"] for f in result["findings"]] == ["wrong_architecture"]  # the loader stops there
     assert result["compatible"] is False
 
 
@@ -343,7 +350,9 @@ def test_a_dependency_with_a_damaged_hash_table_does_not_hide_the_next_ones_symb
     assert [f["symbols"] for f in missing] == [["b"]], result["findings"]  # g is found in libgood.so
 
 
-def test_a_provider_whose_version_definitions_are_unreadable_is_skipped_not_the_next(tmp_path):
+def _aaa_and_an_older_dep(tmp_path, spoil):
+    """pkg/ext.so needs AAA_1.0 of libaaa.so and DEP_2.0 of libdep.so; ``spoil`` then damages or removes libaaa.so,
+    and libdep.so is replaced by one defining only DEP_1.0. Returns (libdep.so's path, the check's result)."""
     venv, site = _pkg_venv(tmp_path, ["ext.so"])
     build = tmp_path / "build"
     aaa = N.build_lib(build / "libaaa.so", "int a(void){return 1;}", soname="libaaa.so",
@@ -352,9 +361,13 @@ def test_a_provider_whose_version_definitions_are_unreadable_is_skipped_not_the_
                       version_script="DEP_2.0 { global: d; local: *; };\n")
     N.build_lib(site / "pkg" / "ext.so", "int a(void); int d(void); int f(void){return a() + d();}",
                 libs=[aaa, dep], rpath=str(build))
-    _damage(aaa, ".gnu.version_d", "link")
+    spoil(aaa)
     N.build_lib(dep, "int d(void){return 1;}", soname="libdep.so", version_script="DEP_1.0 { global: d; local: *; };\n")
-    result = abi.check(str(venv), packages=["pkg"], gpu_ccs=CC)
+    return dep, abi.check(str(venv), packages=["pkg"], gpu_ccs=CC)
+
+
+def test_a_provider_whose_version_definitions_are_unreadable_is_skipped_not_the_next(tmp_path):
+    dep, result = _aaa_and_an_older_dep(tmp_path, lambda aaa: _damage(aaa, ".gnu.version_d", "link"))
     found = [f for f in result["findings"] if f["kind"] == "glibc_version_missing"]
     assert [f["detail"] for f in found] == ["pkg/ext.so needs DEP_2.0 from libdep.so but %s provides up to DEP_1.0"
                                             % dep]
@@ -362,17 +375,7 @@ def test_a_provider_whose_version_definitions_are_unreadable_is_skipped_not_the_
 
 def test_versions_of_a_library_that_is_not_found_are_not_compared(tmp_path):
     """libaaa.so (sorted first) is missing: reported once as not found; libdep.so's versions are still checked."""
-    venv, site = _pkg_venv(tmp_path, ["ext.so"])
-    build = tmp_path / "build"
-    aaa = N.build_lib(build / "libaaa.so", "int a(void){return 1;}", soname="libaaa.so",
-                      version_script="AAA_1.0 { global: a; local: *; };\n")
-    dep = N.build_lib(build / "libdep.so", "int d(void){return 1;}", soname="libdep.so",
-                      version_script="DEP_2.0 { global: d; local: *; };\n")
-    N.build_lib(site / "pkg" / "ext.so", "int a(void); int d(void); int f(void){return a() + d();}",
-                libs=[aaa, dep], rpath=str(build))
-    aaa.unlink()
-    N.build_lib(dep, "int d(void){return 1;}", soname="libdep.so", version_script="DEP_1.0 { global: d; local: *; };\n")
-    result = abi.check(str(venv), packages=["pkg"], gpu_ccs=CC)
+    _dep, result = _aaa_and_an_older_dep(tmp_path, Path.unlink)
     assert sorted(f["kind"] for f in result["findings"] if f["severity"] == "error") == [
         "glibc_version_missing", "library_not_found"]
     assert result["files"][0]["version_needs"] == {"libaaa.so": ["AAA_1.0"], "libdep.so": ["DEP_2.0"]}
@@ -429,3 +432,187 @@ def test_an_extension_without_section_headers_says_its_symbols_were_not_checked(
     assert [(f["kind"], f["detail"]) for f in result["findings"]] == [
         ("symbols_unchecked", "pkg/ext.so has no section headers (the loader needs none): its symbols and versions "
          "were not checked")]
+
+
+# -- the CUDA major of each file against torch's -------------------------------------------------------------------
+
+def _fake_root(tmp_path):
+    """A system root holding only this host's libc (all a gcc-built library needs): whatever CUDA libraries the host
+    has stay out of the check."""
+    from ansible_collections.dflash.deploy.plugins.module_utils.elfload.ldcache import SystemLibraries
+    root = tmp_path / "root"
+    (root / "lib").mkdir(parents=True)
+    (root / "lib" / "libc.so.6").symlink_to(SystemLibraries("/", None).find("libc.so.6"))
+    return root
+
+
+def _ext_needing(site, build, names):
+    """pkg/ext.so calling one function of each library ``names`` (built in ``build``, found through RPATH)."""
+    libs = [N.build_lib(build / n, "int %s_f(void){return 0;}" % n.split(".")[0], soname=n) for n in names]
+    N.build_lib(site / "pkg" / "ext.so", _c_decls(["%s_f" % n.split(".")[0] for n in names]), libs=libs,
+                rpath=str(build))
+    return libs
+
+
+@pytest.mark.parametrize("torch_version", ["2.9.1+cu128", "2.9.1+cpu", None])
+def test_a_cuda_12_extension_is_compared_only_with_a_cuda_torch(tmp_path, torch_version):
+    """A cu12 torch: the same major; a CPU torch or none: nothing to compare with. No mismatch either way."""
+    venv, site = _pkg_venv(tmp_path, ["ext.so"])
+    if torch_version:
+        _torch(site, version=torch_version, cuda="12.8" if "cu" in torch_version else None)
+    _ext_needing(site, tmp_path / "cuda", ["libcudart.so.12"])
+    result = abi.check(str(venv), packages=["pkg"], gpu_ccs=CC, system_root=str(_fake_root(tmp_path)))
+    assert result["compatible"] is True and result["findings"] == [], result["findings"]
+    assert result["files"][0]["cuda_major"] == 12
+
+
+def test_a_cuda_13_library_beside_a_cu12_torch_is_the_mismatch_not_a_missing_library(tmp_path):
+    venv, site = _pkg_venv(tmp_path, ["ext.so"])
+    _torch(site)
+    names = ["libcudart.so.12", "libcublas.so.13", "libextra.so"]  # in DT_NEEDED order
+    _cudart, cublas, extra = _ext_needing(site, tmp_path / "cuda", names)
+    cublas.unlink()
+    extra.unlink()
+    result = abi.check(str(venv), packages=["pkg"], gpu_ccs=CC, system_root=str(_fake_root(tmp_path)))
+    errors = [(f["kind"], f["detail"]) for f in result["findings"]]
+    assert errors == [
+        ("cuda_major_mismatch", "pkg/ext.so needs libcublas.so.13 (CUDA 13) but torch is 2.9.1+cu128 (CUDA 12.8); "
+                                "libcublas.so.13 not found"),
+        ("library_not_found", "pkg/ext.so needs libextra.so, which the loader cannot find")]
+    assert result["files"][0]["cuda_major"] == [12, 13]
+
+
+def test_a_file_without_cuda_libraries_has_no_cuda_major(tmp_path):
+    venv, site = _pkg_venv(tmp_path, ["ext.so"])
+    N.build_lib(site / "pkg" / "ext.so", "int f(void){return 0;}")
+    result = abi.check(str(venv), packages=["pkg"], gpu_ccs=CC)
+    assert result["files"][0]["cuda_major"] is None
+
+
+# -- the system: a root tree or explicit directories ---------------------------------------------------------------
+
+def test_system_libraries_come_from_system_root_or_the_directories_given(tmp_path):
+    venv, site = _pkg_venv(tmp_path, ["ext.so"])
+    root = _fake_root(tmp_path)
+    only = N.build_lib(root / "usr" / "lib" / "libonlyroot.so", "int r(void){return 1;}", soname="libonlyroot.so")
+    N.build_lib(site / "pkg" / "ext.so", "int r(void); int f(void){return r();}", libs=[only])
+    result = abi.check(str(venv), packages=["pkg"], gpu_ccs=CC, system_root=str(root))
+    assert result["compatible"] is True, result["msg"]
+    assert {"name": "libonlyroot.so", "path": str(only), "via": "system"} in result["files"][0]["needed"]
+    assert result["system"]["source"] == "ld.so.conf" and result["system"]["library_dirs"] is None
+    assert result["system"]["cache_error"].startswith("%s: " % (root / "etc" / "ld.so.cache"))
+    # this host's own system does not have it
+    host = abi.check(str(venv), packages=["pkg"], gpu_ccs=CC)
+    assert "library_not_found" in _by_kind(host)
+    # explicit directories: searched instead, and reported
+    dirs = [str(root / "lib"), str(root / "usr" / "lib")]
+    given = abi.check(str(venv), packages=["pkg"], gpu_ccs=CC, system_library_dirs=dirs)
+    assert given["compatible"] is True, given["msg"]
+    assert given["system"] == {"source": "library_dirs", "library_dirs": dirs, "cache_error": None}
+
+
+# -- which files of a package are checked ---------------------------------------------------------------------------
+
+def test_files_a_record_lists_but_lacks_are_skipped_and_max_files_counts_them(tmp_path):
+    """my-kernels (import name mykern, listed first of its two top-level names): RECORD lists mykern/aaa.so, which
+    is not on disk; the check goes on with the next files, and ``max_files`` takes the first ones listed."""
+    venv, site = _venv(tmp_path)
+    di = _dist(site, "my-kernels", "1.0", files=["mykern/__init__.py", "mykern/aaa.so", "mykern/ops.so",
+                                                 "mykern/zzz.so"])
+    (di / "top_level.txt").write_text("mykern\nmykern_data\n")
+    libs = [N.build_lib(site / "mykern" / n, "int f(void){return 0;}") for n in ("ops.so", "zzz.so")]
+    (site / "mykern" / "__init__.py").write_text("")
+    result = abi.check(str(venv), packages=["my-kernels"], gpu_ccs=CC)
+    assert result["packages"]["my-kernels"] == {"import_name": "mykern", "distributions": ["my-kernels"],
+                                                "files": 3}
+    assert [f["path"] for f in result["files"]] == [str(p) for p in libs]
+    assert _by_kind(result)["record_missing_file"]["detail"] == ("RECORD of my-kernels 1.0 lists 1 missing file "
+                                                                 "(e.g. mykern/aaa.so)")
+    limited = abi.check(str(venv), packages=["my-kernels"], gpu_ccs=CC, max_files=2)
+    assert [f["path"] for f in limited["files"]] == [str(libs[0])]
+
+
+def test_a_file_that_is_not_elf_is_to_be_reinstalled(tmp_path):
+    venv, site = _pkg_venv(tmp_path, ["ext.so"])
+    (site / "pkg" / "ext.so").write_text("this is a text file, not a library\n")
+    found = _by_kind(abi.check(str(venv), packages=["pkg"], gpu_ccs=CC))["not_elf"]
+    assert (found["path"], found["fix"]) == ("pkg/ext.so", "reinstall the distribution that owns it")
+
+
+def test_what_torchs_own_libraries_miss_is_reported(tmp_path):
+    venv, site = _pkg_venv(tmp_path, ["ext.so"])
+    gone = N.build_lib(tmp_path / "build" / "libgone.so", "int g(void){return 1;}", soname="libgone.so")
+    _torch(site, libs=[gone])
+    gone.unlink()
+    N.build_lib(site / "pkg" / "ext.so", "int f(void){return 0;}")
+    result = abi.check(str(venv), packages=["pkg"], gpu_ccs=CC)
+    assert result["torch_import"]["missing"] == ["torch/lib/libc10.so needs libgone.so"]
+
+
+# -- the check as a process: its files closed, its duration ---------------------------------------------------------
+
+def _open_files_under(path):
+    out = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink("/proc/self/fd/%s" % fd)
+        except OSError:
+            continue
+        if target.startswith(str(path)):
+            out.append(target)
+    return out
+
+
+def test_the_check_leaves_no_file_open_and_reports_its_duration(tmp_path):
+    venv, site = _pkg_venv(tmp_path, ["ext.so"])
+    dep = N.build_lib(tmp_path / "build" / "libdep.so", "int dep(void){return 1;}", soname="libdep.so")
+    N.build_lib(site / "pkg" / "ext.so", "int dep(void); int f(void){return dep();}", libs=[dep],
+                rpath=str(dep.parent))
+    for v in (venv, tmp_path / "no_venv"):
+        t0 = time.monotonic()
+        result = abi.check(str(v), packages=["pkg"], gpu_ccs=CC)
+        wall = time.monotonic() - t0
+        assert 0 <= result["elapsed"] <= wall + 0.001
+    assert result["findings"][0]["kind"] == "venv_invalid"
+    assert _open_files_under(tmp_path) == []
+
+
+# -- the SM code of .nv_fatbin against the GPUs that load each file ---------------------------------------------------
+
+def test_an_unreadable_fatbin_is_reported(tmp_path):
+    venv, site = _pkg_venv(tmp_path, ["ext.so"])
+    asm = tmp_path / "bad_fatbin.S"  # a fatbin header claiming 4096 bytes in a 16-byte section
+    asm.write_text('.section .nv_fatbin, "a"\n.balign 8\n.long 0xBA55ED50\n.short 1\n.short 16\n.quad 4096\n')
+    obj = tmp_path / "bad_fatbin.o"
+    N.run(["gcc", "-c", "-o", str(obj), str(asm)])
+    N.build_lib(site / "pkg" / "ext.so", "int f(void){return 0;}", extra_objects=[obj])
+    result = abi.check(str(venv), packages=["pkg"], gpu_ccs=CC)
+    assert [(f["kind"], f["detail"]) for f in result["findings"]] == [
+        ("corrupt_elf", "pkg/ext.so: .nv_fatbin unreadable (fatbin blob at section offset 0 claims 4096 bytes, "
+                        "past the section end)")]
+
+
+@pytest.mark.skipif(not N.have_nvcc(), reason="needs nvcc")
+def test_sgl_kernel_libraries_are_checked_for_the_gpus_that_load_them(tmp_path):
+    """On a 9.0 + 12.0 host with sm_90 code only: sm90/common_ops is loaded by the 9.0 GPU alone (fine);
+    sm100/common_ops by the 12.0 one at import (an error); flash_ops lazily by both (a warning whose fix can be
+    to leave its feature unused, unless a configured feature needs it)."""
+    venv, site = _venv(tmp_path)
+    (site / "sgl_kernel").mkdir()
+    (site / "sgl_kernel" / "__init__.py").write_text("")
+    sm90 = N.fatbin_object("sm90_only", [N.ARCHS["sm_90"]])
+    for rel in ("sm90/common_ops.abi3.so", "sm100/common_ops.abi3.so", "flash_ops.abi3.so"):
+        N.build_lib(site / "sgl_kernel" / rel, "int f(void){return 0;}", extra_objects=[sm90])
+    ccs = [(9, 0), (12, 0)]
+
+    def gaps(features=()):
+        result = abi.check(str(venv), packages=["sgl_kernel"], gpu_ccs=ccs, features=features)
+        assert [f["archs"] for f in result["files"]] == [["sm_90"]] * 3
+        return sorted((f["path"], f["compute_capability"], f["severity"], f["fix"]) for f in result["findings"]
+                      if f["kind"] == "no_gpu_code")
+
+    assert gaps() == [
+        ("sgl_kernel/flash_ops.abi3.so", "12.0", "warning", "install a build with sm_120 code, or keep the feature "
+                                                            "that loads it unused (e.g. another attention backend)"),
+        ("sgl_kernel/sm100/common_ops.abi3.so", "12.0", "error", "install a build with sm_120 code")]
+    assert gaps(["fa3"])[0] == ("sgl_kernel/flash_ops.abi3.so", "12.0", "error", "install a build with sm_120 code")
