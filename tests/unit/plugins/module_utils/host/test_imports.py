@@ -86,22 +86,24 @@ def test_child_scripts_are_the_module_utils_files_and_run_on_their_own(tmp_path)
 
 
 class _Interpreters:
-    """Stands in for run_with_timeout: each "interpreter" takes ``hold`` seconds and reports a clean import;
-    records the timeout it was given and how many ran at once."""
+    """Stands in for run_with_timeout: reports a clean import (or a timeout); records the timeout it was given
+    and how many ran at once. With ``crowd``, each waits (up to 2 s) until that many run, then ``hold`` s more."""
 
-    def __init__(self, hold=0.0, timed_out=False):
+    def __init__(self, crowd=0, hold=0.0, timed_out=False):
         import threading
-        self.hold, self.timed_out = hold, timed_out
+        self.crowd, self.hold, self.timed_out = crowd, hold, timed_out
         self.timeouts, self.running, self.peak = [], 0, 0
-        self.lock = threading.Lock()
+        self.cond = threading.Condition()
 
     def __call__(self, argv, timeout, env=None):
-        with self.lock:
+        with self.cond:
             self.timeouts.append(timeout)
             self.running += 1
             self.peak = max(self.peak, self.running)
+            self.cond.notify_all()
+            self.cond.wait_for(lambda: self.running >= self.crowd, timeout=2)
         time.sleep(self.hold)
-        with self.lock:
+        with self.cond:
             self.running -= 1
         if self.timed_out:
             return -9, "", "", True
@@ -117,10 +119,10 @@ def test_without_a_timeout_an_import_gets_120_seconds(monkeypatch):
 
 
 def test_import_many_runs_four_interpreters_at_a_time_by_default(monkeypatch):
-    fake = _Interpreters(hold=0.3)
+    fake = _Interpreters(crowd=4, hold=0.2)
     monkeypatch.setattr(I, "run_with_timeout", fake)
-    res = I.import_many(sys.executable, ["m%d" % i for i in range(9)])
-    assert all(r["ok"] for r in res.values()) and len(fake.timeouts) == 9
+    res = I.import_many(sys.executable, ["m%d" % i for i in range(8)])
+    assert all(r["ok"] for r in res.values()) and len(fake.timeouts) == 8
     assert fake.peak == 4
 
 
