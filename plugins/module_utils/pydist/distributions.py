@@ -53,7 +53,8 @@ def top_level_from_record(paths):
 
     The rule of ``importlib.metadata.packages_distributions()``: for every
     ``.py`` file, its first directory, or its module name when it lies
-    directly in site-packages.
+    directly in site-packages.  A name with a dot is no import name (``..`` of
+    a script in the venv's ``bin/``): left out, as Python 3.12 does.
     """
     names = set()
     for p in paths:
@@ -64,7 +65,7 @@ def top_level_from_record(paths):
             names.add(parts[0])
         elif parts and len(parts[0]) > 3:
             names.add(parts[0][:-3])
-    return sorted(names)
+    return sorted(name for name in names if "." not in name)
 
 
 def read_distribution(installed):

@@ -262,3 +262,16 @@ def test_on_disk_hashes_files_up_to_1_mib(venv):
     got = owners(venv)
     assert got["exact"]["on_disk"] == ["exact-b"]
     assert got["huge"] == {"distributions": ["huge-a", "huge-b"], "shared_files": 2, "on_disk": ["huge-b"]}
+
+
+def test_scripts_in_bin_are_no_import_name(venv):
+    """Without top_level.txt, a ``.py`` script RECORD places in the venv's bin/ (docutils' rst2html.py) gives no
+    ``..`` import name, so two such distributions do not "share" it (Python 3.12 leaves out names with a dot)."""
+    for name in ("docutils", "docutils-fork"):
+        di = T.add_dist(venv, name, "1.0", {"docutils/__init__.py": b"name = %r\n" % name})
+        with open(di / "RECORD", "a") as record:
+            record.write("../../../bin/rst2html.py,,10\n../../../share/docutils/tool.py,,5\n")
+    dists = scan(venv)
+    assert dists["docutils"]["top_level"] == ["docutils"] and dists["docutils-fork"]["top_level"] == ["docutils"]
+    assert D.import_owners(str(sp(venv)), dists) == {
+        "docutils": {"distributions": ["docutils", "docutils-fork"], "shared_files": 1, "on_disk": ["docutils-fork"]}}
