@@ -616,3 +616,18 @@ def test_sgl_kernel_libraries_are_checked_for_the_gpus_that_load_them(tmp_path):
                                                             "that loads it unused (e.g. another attention backend)"),
         ("sgl_kernel/sm100/common_ops.abi3.so", "12.0", "error", "install a build with sm_120 code")]
     assert gaps(["fa3"])[0] == ("sgl_kernel/flash_ops.abi3.so", "12.0", "error", "install a build with sm_120 code")
+
+
+def test_a_symbol_the_extension_exports_itself_does_not_stand_in_for_one_it_needs_elsewhere(tmp_path):
+    """ext.so exports foo@@EXT_2 and needs foo@DEP_1.0 of libdep.so, which no longer has foo: the loader refuses it
+    ("undefined symbol: foo, version DEP_1.0"); the extension's own foo does not count."""
+    venv, site = _pkg_venv(tmp_path, ["ext.so"])
+    dep = N.build_lib(tmp_path / "build" / "libdep.so", "int foo(void){return 1;}", soname="libdep.so",
+                      version_script="DEP_1.0 { global: foo; local: *; };\n")
+    N.build_lib(site / "pkg" / "ext.so", 'int foo_old(void);\n__asm__(".symver foo_old,foo@DEP_1.0");\n'
+                "int foo(void){return 2;}\nint f(void){return foo_old();}\n", libs=[dep], rpath=str(dep.parent),
+                version_script="EXT_2 { global: foo; f; local: *; };\n")
+    N.build_lib(dep, "int bar(void){return 1;}", soname="libdep.so",
+                version_script="DEP_1.0 { global: bar; local: *; };\n")
+    found = _by_kind(abi.check(str(venv), packages=["pkg"], gpu_ccs=CC))["undefined_symbol"]
+    assert (found["symbols"], found["count"]) == (["foo"], 1)
