@@ -85,14 +85,27 @@ def check_with_packaging(dists, python_version=None):
                             "installed": None, "problem": "installed without a version: %s cannot be checked"
                                                           % req.specifier})
                 continue
-            try:
-                ok = req.specifier.contains(Version(have), prereleases=True)
-            except InvalidVersion:
-                ok = req.specifier.contains(have, prereleases=True)
-            if not ok:
+            if not _satisfies(req.specifier, have):
                 out.append({"distribution": dist["name"], "version": dist["version"], "requirement": str(req),
                             "installed": have, "problem": "conflict"})
     return out
+
+
+def _satisfies(specifier, have):
+    """Whether version text ``have`` is in ``specifier``, pre-releases included, on every ``packaging`` >= 22.
+
+    A version that is not PEP 440 is compared as text: packaging 26 lets ``===`` match it and nothing else;
+    packaging 22-25 raise InvalidVersion for it instead (Debian 12 ships 23, Ubuntu 24.04 ships 24), which
+    is taken as not contained, so the verdict is "conflict" whichever the host has.
+    """
+    try:
+        return specifier.contains(Version(have), prereleases=True)
+    except InvalidVersion:
+        pass
+    try:
+        return specifier.contains(have, prereleases=True)
+    except InvalidVersion:
+        return False
 
 
 _UV_CONFLICT = re.compile(r"The package `([^`]+)` requires `([^`]+)`, but `([^`]+)` is installed")

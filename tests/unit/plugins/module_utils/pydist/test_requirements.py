@@ -113,3 +113,23 @@ def test_uv_pip_check_that_hangs_is_given_60_seconds(without_packaging, fake_uv,
         -9, "", "", True))
     res = without_packaging.check(_dists([]), uv=fake_uv(0, "ok"), python="python")
     assert res == {"method": "uv", "unsatisfied": [], "error": "uv pip check could not run: timed out after 60s"}
+
+
+def test_a_version_that_is_not_pep440_is_a_conflict_on_older_packaging_too(monkeypatch):
+    """packaging 22-25 raise InvalidVersion where 26 compares the text (checked against packaging 22.0, 24.0
+    and 25.0): the host's packaging must not turn the verdict into a crash."""
+    from packaging.specifiers import SpecifierSet
+    from packaging.version import InvalidVersion, Version
+
+    newer = SpecifierSet.contains
+
+    def contains_as_before_26(self, item, prereleases=None, installed=None):
+        if not isinstance(item, Version):
+            raise InvalidVersion("Invalid version: %r" % item)
+        return newer(self, item, prereleases=prereleases)
+
+    assert _problems(_dists(["b===weird-build"], b="weird-build")) == []  # packaging 26: `===` matches the text
+    monkeypatch.setattr(SpecifierSet, "contains", contains_as_before_26)
+    assert _problems(_dists(["b>=1"], b="weird-build")) == [("b>=1", "conflict")]
+    assert _problems(_dists(["b===weird-build"], b="weird-build")) == [("b===weird-build", "conflict")]
+    assert _problems(_dists(["b>=1"], b="1.5")) == []
