@@ -58,6 +58,9 @@ def import_one(python, name, timeout=120, env=None):
         res.setdefault("error", None)
         res["seconds"] = wall
         return res
+    if rc is None:  # never started: a missing interpreter or a broken link (the venv's bin/python)
+        return {"ok": False, "version": None, "seconds": wall,
+                "error": "could not start the interpreter %s: %s" % (python, stderr)}
     last = (stderr.strip().splitlines() or ["no output"])[-1]
     return {"ok": False, "version": None, "seconds": wall,
             "error": "interpreter exited with rc %s before reporting: %s" % (rc, last)}

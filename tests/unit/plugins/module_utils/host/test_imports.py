@@ -132,3 +132,13 @@ def test_seconds_are_reported_to_the_millisecond(monkeypatch):
     monkeypatch.setattr(I, "time", types.SimpleNamespace(monotonic=lambda: next(clock)))
     monkeypatch.setattr(I, "run_with_timeout", _Interpreters())
     assert I.import_one(sys.executable, "m", timeout=5)["seconds"] == 1.235
+
+
+def test_an_interpreter_that_cannot_start_is_named(tmp_path):
+    python = tmp_path / "venv" / "bin" / "python"
+    python.parent.mkdir(parents=True)
+    python.symlink_to(tmp_path / "gone" / "python3.11")  # a venv whose base interpreter was removed
+    res = I.import_one(str(python), "json")
+    assert res["ok"] is False and res["version"] is None
+    assert res["error"] == "could not start the interpreter %s: [Errno 2] No such file or directory: %r" % (
+        python, str(python))
