@@ -13,7 +13,11 @@ copy is taken.  The checks:
 - a kill at ``<phase>:<n>`` comes after exactly n steps of that phase (n files backed up, n files
   placed, n dist-info directories in, n files deleted), so the crash tests hit what they name;
 - a run whose rollback fails too says both reasons, keeps its journal, and the next run finishes
-  the rollback.
+  the rollback;
+- a rollback goes on past what changed under it (an old dist-info or a replaced file removed by
+  someone else, a directory swapped for a link out of the venv) and restores everything else;
+- the backup is its owner's only, a run with nothing to do keeps none, a stray file among the kept
+  backups does not fail the run, and a file found where a new dist-info goes comes back.
 """
 
 from __future__ import annotations
@@ -157,10 +161,10 @@ def _recover_only(dest: Path) -> dict:
         journal.unlock()
 
 
-def _steps(world, monkeypatch):
+def _steps(world, monkeypatch, **extra):
     """{phase: [steps reported]} of an uninterrupted run (which is then undone)."""
     hook = _Hook()
-    _run(world, hook, monkeypatch)
+    _run(world, hook, monkeypatch, **extra)
     monkeypatch.setattr(J, "CrashHook", J.CrashHook)
     after = snapshot(world["dest"])
     _reset(world)
@@ -241,18 +245,25 @@ def _dist_infos(dest: Path) -> list:
 BEFORE_INFOS = ["gone-0.1.dist-info", "pkg-1.0.dist-info", "same-1.0.dist-info"]
 
 
-@pytest.mark.parametrize("phase", ["planned", "backing_up", "writing_files", "writing_dist_info"])
-def test_a_kill_in_a_rolling_back_phase_then_recovery_restores_the_before_state(world, monkeypatch, phase):
-    """At every step of the phase: the kill leaves what the step count says; recovery alone restores the
-    destination byte for byte and forgets the run."""
-    steps, dummy = _steps(world, monkeypatch)
-    before = snapshot(world["dest"], skip_state=True)
+def _killed_at_each_step(world, monkeypatch, phase, steps):
+    """For each step an uninterrupted run reported in phase: the fresh destination killed there, its journal
+    at that phase.  Yields (step, point, destination)."""
     for step in steps[phase]:
         _reset(world)
         point = "%s:%d" % (phase, step)
         _killed_at(world, point, monkeypatch)
         dest = world["dest"]
         assert _journal_phase(dest) == phase, point
+        yield step, point, dest
+
+
+@pytest.mark.parametrize("phase", ["planned", "backing_up", "writing_files", "writing_dist_info"])
+def test_a_kill_in_a_rolling_back_phase_then_recovery_restores_the_before_state(world, monkeypatch, phase):
+    """At every step of the phase: the kill leaves what the step count says; recovery alone restores the
+    destination byte for byte and forgets the run."""
+    steps, dummy = _steps(world, monkeypatch)
+    before = snapshot(world["dest"], skip_state=True)
+    for step, point, dest in _killed_at_each_step(world, monkeypatch, phase, steps):
         if phase == "backing_up":
             assert _in_backup(dest) == step, point
         if phase == "writing_files":
@@ -276,12 +287,7 @@ def test_a_kill_in_a_rolling_back_phase_then_recovery_restores_the_before_state(
 @pytest.mark.parametrize("phase", ["committing", "cleaning_up"])
 def test_a_kill_in_a_finishing_phase_then_recovery_finishes_the_run(world, monkeypatch, phase):
     steps, after = _steps(world, monkeypatch)
-    for step in steps[phase]:
-        _reset(world)
-        point = "%s:%d" % (phase, step)
-        _killed_at(world, point, monkeypatch)
-        dest = world["dest"]
-        assert _journal_phase(dest) == phase, point
+    for step, point, dest in _killed_at_each_step(world, monkeypatch, phase, steps):
         sp = site_packages(dest)
         if phase == "committing":
             gone = [p for p in DELETED if not (sp / p).exists()]
@@ -430,3 +436,106 @@ def test_a_file_where_an_incoming_dist_info_goes_comes_back_after_a_kill_or_a_fa
     with pytest.raises(TransplantError, match="Input/output error"):
         _run(world, hook, monkeypatch)
     assert snapshot(world["dest"]) == before, point
+
+
+def test_in_hardlink_mode_each_file_placed_is_one_step(world, monkeypatch):
+    """Placed in the run's own thread (new files linked at once, replaced ones through a temp name): the
+    crash points count one per file all the same."""
+    steps, after = _steps(world, monkeypatch, link="hardlink")
+    assert steps["writing_files"] == list(range(0, 9))
+    sp = site_packages(world["dest"])
+    assert after[str((sp / "pkg" / "sub" / "deep" / "new.py").relative_to(world["dest"]))][0] == "file"
+
+
+def test_the_backup_is_readable_by_its_owner_only(world, monkeypatch):
+    _killed_at(world, "backing_up:1", monkeypatch)
+    backup = next((world["dest"] / J.STATE_DIRNAME).glob("backup-*"))
+    assert backup.stat().st_mode & 0o7777 == 0o700
+
+
+def test_a_run_with_nothing_to_do_keeps_no_backup(world, monkeypatch):
+    _run(world, _Hook(), monkeypatch)
+    result = _run(world, _Hook(), monkeypatch)
+    assert result["changed"] is False and result["backup_kept"] is False and result["backup"] is None
+
+
+def test_a_stray_file_among_the_kept_backups_does_not_fail_the_run(world, monkeypatch):
+    """Rotation drops the oldest kept backups; a file someone left in backups/ sorts first and stays."""
+    state = world["dest"] / J.STATE_DIRNAME
+    (state / "backups").mkdir(parents=True)
+    (state / "backups" / "0-notes.txt").write_bytes(b"mine")
+    result = _run(world, _Hook(), monkeypatch, keep_backups=1)
+    assert result["backup_kept"] is True
+    assert sorted(os.listdir(state / "backups")) == ["0-notes.txt", os.path.basename(result["backup"])]
+    assert (state / "backups" / "0-notes.txt").read_bytes() == b"mine"
+    assert record_state(world["dest"])["dists"] == {"pkg": "2.0", "same": "1.0"}
+
+
+class _Script(_Hook):
+    """The crash hook running an action at each point named: {point: callable}; an action may raise."""
+
+    def __init__(self, actions):
+        super().__init__()
+        self.actions = dict(actions)
+
+    def __call__(self, phase, done):
+        super().__call__(phase, done)
+        action = self.actions.pop("%s:%d" % (phase, done), None)
+        if action is not None:
+            action()
+
+
+def _disk_error():
+    raise OSError(errno.EIO, "Input/output error", "disk")
+
+
+def _failed_after(world, monkeypatch, meddle):
+    """A run during which meddle() removes something before it is backed up, and which then fails at
+    writing_dist_info:2: the destination's snapshot before the run, and the error."""
+    before = snapshot(world["dest"])
+    script = _Script({"backing_up:0": meddle, "writing_dist_info:2": _disk_error})
+    with pytest.raises(TransplantError) as info:
+        _run(world, script, monkeypatch)
+    assert not script.actions, "both actions ran"
+    assert "Input/output error" in str(info.value) and "rolling back failed" not in str(info.value)
+    assert _journal_phase(world["dest"]) is None and leftovers(world["dest"]) == []
+    return before
+
+
+def test_an_old_dist_info_removed_mid_run_does_not_fail_the_rollback(world, monkeypatch):
+    gone = site_packages(world["dest"]) / "gone-0.1.dist-info"
+    before = _failed_after(world, monkeypatch, lambda: shutil.rmtree(gone))
+    prefix = str(gone.relative_to(world["dest"]))
+    assert snapshot(world["dest"]) == {k: v for k, v in before.items() if not k.startswith(prefix)}
+
+
+def test_a_replaced_file_removed_before_its_backup_does_not_stop_the_rollback(world, monkeypatch):
+    """same/__init__.py goes before it is backed up, so it cannot come back; every other file does."""
+    removed = site_packages(world["dest"]) / "same" / "__init__.py"
+    before = _failed_after(world, monkeypatch, removed.unlink)
+    key = str(removed.relative_to(world["dest"]))
+    assert {k: v for k, v in snapshot(world["dest"]).items() if k != key} == \
+        {k: v for k, v in before.items() if k != key}
+
+
+def test_recovery_restores_a_replaced_file_removed_after_the_kill(world, monkeypatch):
+    before = snapshot(world["dest"], skip_state=True)
+    _killed_at(world, "writing_files:8", monkeypatch)
+    (site_packages(world["dest"]) / "pkg" / "util" / "__init__.py").unlink()
+    assert _recover_only(world["dest"])["action"] == "rolled_back"
+    assert snapshot(world["dest"], skip_state=True) == before
+
+
+def test_recovery_leaves_a_path_that_now_leads_out_of_the_venv_and_restores_the_rest(world, monkeypatch, tmp_path):
+    """After the kill, the directory the run made for pkg/sub is swapped for a link out of the venv: what
+    lies behind it is not touched, every other file comes back."""
+    before = snapshot(world["dest"], skip_state=True)
+    _killed_at(world, "writing_files:8", monkeypatch)
+    sub = site_packages(world["dest"]) / "pkg" / "sub"
+    elsewhere = tmp_path / "elsewhere"
+    shutil.move(str(sub), str(elsewhere))
+    sub.symlink_to(elsewhere)
+    assert _recover_only(world["dest"])["action"] == "rolled_back"
+    key = str(sub.relative_to(world["dest"]))
+    assert snapshot(world["dest"], skip_state=True) == dict(before, **{key: ("link", str(elsewhere))})
+    assert (elsewhere / "deep" / "new.py").read_bytes() == NEW["pkg/sub/deep/new.py"]
