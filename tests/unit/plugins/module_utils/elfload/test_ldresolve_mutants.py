@@ -211,3 +211,18 @@ def test_newer_torch_preloads_from_the_first_folder_it_searches(tmp_path):
     _lib(site / "nvidia" / "cu13" / "lib" / "libcublas.so.13", "libcublas.so.13")
     report = L.simulate_torch_import(_resolver(), str(torch), str(site), 13)
     assert report["preloaded"] == [str(first)]
+
+
+def test_a_library_loaded_under_another_name_is_found_by_its_soname(tmp_path):
+    """ext needs libalias.so, a file whose SONAME is libreal.so.1, and libother.so, which needs libreal.so.1 and has
+    no path to it: ld.so matches the loaded object's SONAME, so libother gets libalias.so."""
+    b, stub = tmp_path / "b", tmp_path / "stub"
+    alias = _lib(b / "libalias.so", "libalias.so")
+    real = _lib(stub / "libreal.so.1", "libreal.so.1")
+    other = _needing(b / "libother.so", [real], soname="libother.so")
+    ext = _needing(tmp_path / "pkg" / "ext.so", [alias, other], rpath=str(b))
+    _lib(alias, "libreal.so.1")
+    real.unlink()
+    result = _resolver().closure(str(ext))
+    assert result["missing"] == []
+    assert {d["name"]: d["path"] for d in result["needed"][str(other)]}["libreal.so.1"] == str(alias)
