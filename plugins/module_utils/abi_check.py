@@ -143,7 +143,9 @@ def find_package_files(site, dists, name):
                 continue
             files.append(os.path.normpath(os.path.join(site, p)))
         pkg = dist["top_level"][0] if dist.get("top_level") else name
-        return pkg, sorted(set(files)), [key]
+        # the other distributions claiming its import name too (the look-alike), as when named by import name
+        owners = sorted({key} | {k for k, d in dists.items() if pkg in d.get("top_level", ())})
+        return pkg, sorted(set(files)), owners
     pkg_dir = os.path.join(site, name)
     owners = sorted(k for k, d in dists.items() if name in d.get("top_level", ()))
     if os.path.isdir(pkg_dir):

@@ -106,6 +106,10 @@ def test_look_alike_owning_sgl_kernel(make_venv, driver):
     assert conflict[0]["detail"] == ("sgl_kernel is claimed by sgl-kernel and sglang-kernel; the files on disk "
                                      "match sgl-kernel")
     assert r["findings"][0]["kind"] == "cuda_major_mismatch"
+    # named by its distribution, the kernel package still shows the look-alike beside it
+    by_dist = abi.check(str(venv), packages=["sglang-kernel"], gpu_ccs=BLACKWELL, environment=driver)
+    assert by_dist["packages"]["sglang-kernel"]["distributions"] == ["sgl-kernel", "sglang-kernel"]
+    assert [f["detail"] for f in by_dist["findings"] if f["kind"] == "owner_conflict"] == [conflict[0]["detail"]]
 
 
 def test_sglang_requirements_unsatisfied(make_venv, uv_bin):
