@@ -28,6 +28,8 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -245,13 +247,13 @@ def _dist_infos(dest: Path) -> list:
 BEFORE_INFOS = ["gone-0.1.dist-info", "pkg-1.0.dist-info", "same-1.0.dist-info"]
 
 
-def _killed_at_each_step(world, monkeypatch, phase, steps):
+def _killed_at_each_step(world, monkeypatch, phase, steps, **extra):
     """For each step an uninterrupted run reported in phase: the fresh destination killed there, its journal
     at that phase.  Yields (step, point, destination)."""
     for step in steps[phase]:
         _reset(world)
         point = "%s:%d" % (phase, step)
-        _killed_at(world, point, monkeypatch)
+        _killed_at(world, point, monkeypatch, **extra)
         dest = world["dest"]
         assert _journal_phase(dest) == phase, point
         yield step, point, dest
@@ -539,3 +541,43 @@ def test_recovery_leaves_a_path_that_now_leads_out_of_the_venv_and_restores_the_
     key = str(sub.relative_to(world["dest"]))
     assert snapshot(world["dest"], skip_state=True) == dict(before, **{key: ("link", str(elsewhere))})
     assert (elsewhere / "deep" / "new.py").read_bytes() == NEW["pkg/sub/deep/new.py"]
+
+
+def test_a_kill_while_hardlinking_then_recovery_restores_the_before_state(world, monkeypatch):
+    """Hardlink mode places files in the run's own thread: first those of existing directories, while the
+    directory maker makes pkg/sub/deep, so none lands there before all the others are in."""
+    steps, dummy = _steps(world, monkeypatch, link="hardlink")
+    before = snapshot(world["dest"], skip_state=True)
+    deep = site_packages(world["dest"]) / "pkg" / "sub" / "deep"
+    for step, point, dest in _killed_at_each_step(world, monkeypatch, "writing_files", steps, link="hardlink"):
+        assert _placed(world) == step, point
+        in_deep = sorted(os.listdir(deep)) if deep.is_dir() else []
+        assert in_deep == (["new.py"] if step == 7 else ["more.py", "new.py"] if step == 8 else []), point
+        assert _recover_only(dest)["action"] == "rolled_back", point
+        assert snapshot(dest, skip_state=True) == before, point
+
+
+def test_a_failing_run_reports_its_own_error_not_a_later_one_of_the_directory_maker(world, monkeypatch):
+    """Placing fails (a disk error) after the directory maker failed too (pkg/sub refused): the run says
+    the placing error, which stopped it, and rolls back."""
+    before = snapshot(world["dest"])
+    sub = str(site_packages(world["dest"]) / "pkg" / "sub")
+    real_mkdir = os.mkdir
+    refused = threading.Event()
+
+    def mkdir(path, *args, **kwargs):
+        if str(path) == sub:
+            refused.set()
+            raise OSError(errno.EACCES, "Permission denied", sub)
+        return real_mkdir(path, *args, **kwargs)
+
+    def fail_after_the_maker():
+        assert refused.wait(10)
+        time.sleep(0.2)  # the maker's thread hands its error over and ends
+        _disk_error()
+
+    monkeypatch.setattr(R.os, "mkdir", mkdir)
+    with pytest.raises(TransplantError) as info:
+        _run(world, _Script({"writing_files:1": fail_after_the_maker}), monkeypatch, link="hardlink")
+    assert "Input/output error" in str(info.value) and "Permission denied" not in str(info.value)
+    assert snapshot(world["dest"]) == before
