@@ -133,6 +133,13 @@ def _prune_dirs(paths, stops, guard=None):
             pass
 
 
+def _prune_stops(sp):
+    """Where pruning emptied directories stops: site-packages, bin/ and the venv root (data-scheme
+    files such as share/... lie under the root, outside site-packages)."""
+    root = os.path.normpath(os.path.join(sp, "../../.."))
+    return set([sp, os.path.join(root, "bin"), root])
+
+
 class Runner:
     """Executes a Plan (see transplant_plan) with a Journal and a fastcopy.Placer."""
 
@@ -293,8 +300,7 @@ class Runner:
                 deleted.append(full)
             self.crash("committing", count)
         deleted.extend(self._purge_pyc(jplan))
-        venv_bin = os.path.normpath(os.path.join(sp, "../../../bin"))
-        _prune_dirs([resolve(sp, p) for p in jplan["deletes"]] + deleted, set([sp, venv_bin]), guard)
+        _prune_dirs([resolve(sp, p) for p in jplan["deletes"]] + deleted, _prune_stops(sp), guard)
 
     def _purge_pyc(self, jplan):
         """Remove cached bytecode of replaced or deleted .py files that no RECORD claims."""
@@ -409,9 +415,11 @@ class Runner:
                 os.rename(tmp, full)
             elif _unlink(full):
                 added.append(full)
-        venv_bin = os.path.normpath(os.path.join(sp, "../../../bin"))
-        _prune_dirs(added, set([sp, venv_bin]), guard)
-        for directory in reversed(jplan.get("new_dirs", ())):  # made for this run; only if left empty
+        if "new_dirs" not in jplan:  # a journal from before new_dirs was recorded: prune what emptied
+            _prune_dirs(added, _prune_stops(sp), guard)
+        # only the directories made for this run go, and only if left empty: one that was there
+        # before, even empty, stays
+        for directory in reversed(jplan.get("new_dirs", ())):
             if not guard.ok(directory):
                 continue
             try:

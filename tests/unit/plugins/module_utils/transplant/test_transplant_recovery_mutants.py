@@ -581,3 +581,30 @@ def test_a_failing_run_reports_its_own_error_not_a_later_one_of_the_directory_ma
         _run(world, _Script({"writing_files:1": fail_after_the_maker}), monkeypatch, link="hardlink")
     assert "Input/output error" in str(info.value) and "Permission denied" not in str(info.value)
     assert snapshot(world["dest"]) == before
+
+
+def test_removing_data_files_under_the_venv_root_warns_of_nothing(tmp_path, monkeypatch):
+    """A leaving distribution's share/ file (a wheel data-scheme file, as sympy's man page): its emptied
+    directory is pruned up to the venv root, and no path of the venv is reported as outside it."""
+    src = make_venv(tmp_path / "src")
+    add_dist(src, "pkg", "2.0", {"pkg/__init__.py": b"2"})
+    dest = make_venv(tmp_path / "dest")
+    add_dist(dest, "pkg", "1.0", {"pkg/__init__.py": b"1"})
+    add_dist(dest, "gone", "0.1", {"gone/__init__.py": b"", "../../../share/gone/man1/gone.1": b"man"})
+    (dest / "share" / "other").mkdir()
+    monkeypatch.setattr(J, "CrashHook", _Hook)
+    result = transplant(str(dest), src=str(src), distributions=["pkg"], remove=["gone"], link="copy", workers=1)
+    assert result["removed"] == [{"name": "gone", "version": "0.1"}] and result["warnings_list"] == []
+    assert sorted(os.listdir(dest / "share")) == ["other"]
+
+
+def test_recovery_keeps_an_empty_directory_that_was_there_before(world, monkeypatch):
+    """pkg/sub is there, empty, before the run puts pkg/sub/deep/*.py under it: after a kill at any step
+    of placing the files and recovery, it is still there (only the directories the run made go)."""
+    for venv in (world["dest"], world["template"]):
+        (site_packages(venv) / "pkg" / "sub").mkdir()
+    steps, dummy = _steps(world, monkeypatch)
+    before = snapshot(world["dest"], skip_state=True)
+    for _step, point, dest in _killed_at_each_step(world, monkeypatch, "writing_files", steps):
+        assert _recover_only(dest)["action"] == "rolled_back", point
+        assert snapshot(dest, skip_state=True) == before, point

@@ -286,3 +286,16 @@ def test_dir_maker_orders_files_of_existing_directories_first_then_as_their_dire
     there = str(tmp_path)
     assert list(maker.order([second, there, first, there + "/x", second])) == [1, 3, 2, 0, 4]
     assert list(R._DirMaker([]).order([second, there])) == [0, 1]
+
+
+def test_rollback_of_a_journal_without_new_dirs_prunes_what_its_files_emptied(tmp_path):
+    """A journal written before the directories made were recorded: the files the run added go, and so do
+    the directories that leaves empty (up to site-packages)."""
+    runner, sp = _runner(tmp_path)
+    (sp / "pkg" / "sub").mkdir(parents=True)
+    (sp / "pkg" / "sub" / "new.py").write_bytes(b"new")
+    (sp / "pkg" / "kept.py").write_bytes(b"old")
+    jplan = {"site_packages": str(sp), "run_id": "r1", "dist_info_writes": [], "old_dist_infos": [],
+             "writes": [["pkg/sub/new.py", False]]}
+    runner.rollback(jplan)
+    assert _files(sp) == ["pkg", "pkg/kept.py"]
