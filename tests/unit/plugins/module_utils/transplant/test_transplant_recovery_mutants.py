@@ -598,13 +598,15 @@ def test_removing_data_files_under_the_venv_root_warns_of_nothing(tmp_path, monk
     assert sorted(os.listdir(dest / "share")) == ["other"]
 
 
-def test_recovery_keeps_an_empty_directory_that_was_there_before(world, monkeypatch):
+@pytest.mark.parametrize("step", range(9))
+def test_recovery_keeps_an_empty_directory_that_was_there_before(world, monkeypatch, step):
     """pkg/sub is there, empty, before the run puts pkg/sub/deep/*.py under it: after a kill at any step
-    of placing the files and recovery, it is still there (only the directories the run made go)."""
+    of placing the files (0: none placed yet, 8: all) and recovery, it is still there (only the
+    directories the run made go)."""
     for venv in (world["dest"], world["template"]):
         (site_packages(venv) / "pkg" / "sub").mkdir()
-    steps, dummy = _steps(world, monkeypatch)
     before = snapshot(world["dest"], skip_state=True)
-    for _step, point, dest in _killed_at_each_step(world, monkeypatch, "writing_files", steps):
-        assert _recover_only(dest)["action"] == "rolled_back", point
-        assert snapshot(dest, skip_state=True) == before, point
+    _killed_at(world, "writing_files:%d" % step, monkeypatch)
+    assert _placed(world) == step
+    assert _recover_only(world["dest"])["action"] == "rolled_back"
+    assert snapshot(world["dest"], skip_state=True) == before
