@@ -267,7 +267,7 @@ def test_dir_maker_makes_nothing_once_closed(tmp_path, gates):
     gates[a] = threading.Event()
     maker = R._DirMaker([a, b])
     closing, out = _background(maker.close)
-    deadline = time.monotonic() + 2
+    deadline = time.monotonic() + 10
     while not maker.stop and time.monotonic() < deadline:  # close() has asked the thread to stop
         time.sleep(0.01)
     gates[a].set()  # the mkdir under way finishes; nothing after it starts
