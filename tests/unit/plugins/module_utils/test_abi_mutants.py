@@ -337,6 +337,35 @@ def test_a_damaged_version_table_is_reported_when_the_file_is_opened(tmp_path):
     assert ".gnu.version_r links to a missing string table" in result["findings"][0]["detail"]
 
 
+def test_a_version_table_damaged_after_the_file_was_opened_is_reported_not_a_crash(tmp_path, monkeypatch):
+    """The file is read twice (its summary when opened, its version needs when they are compared): a file
+    rewritten in between (a pip install running beside the check) gives a finding, and the check goes on."""
+    from ansible_collections.dflash.deploy.plugins.module_utils.elfload import elf
+
+    venv, site = _pkg_venv(tmp_path, ["ext.so"])
+    dep = N.build_lib(tmp_path / "build" / "libdep.so", "int dep(void){return 1;}", soname="libdep.so",
+                      version_script="DEP_1.0 { global: dep; local: *; };\n")
+    N.build_lib(site / "pkg" / "ext.so", "int dep(void); int f(void){return dep();}", libs=[dep],
+                rpath=str(dep.parent))
+    reads = []
+    first_read = elf.ElfFile.version_needs
+
+    def rewritten_after_the_first_read(self):
+        if not str(self.path).endswith("ext.so"):
+            return first_read(self)
+        reads.append(self)
+        if len(reads) == 1:
+            return first_read(self)
+        raise elf.ElfError("corrupt_elf", "ext.so", ".gnu.version_r runs past the end of the file")
+
+    monkeypatch.setattr(elf.ElfFile, "version_needs", rewritten_after_the_first_read)
+    result = abi.check(str(venv), packages=["pkg"], gpu_ccs=CC)
+    assert [(f["kind"], f["path"], f["detail"]) for f in result["findings"]] == [
+        ("corrupt_elf", "pkg/ext.so",
+         "pkg/ext.so: cannot read .gnu.version_r (ext.so: .gnu.version_r runs past the end of the file)")]
+    assert result["files"][0]["version_needs"] == {} and len(reads) == 2
+
+
 def test_a_dependency_with_a_damaged_hash_table_does_not_hide_the_next_ones_symbols(tmp_path):
     venv, site = _pkg_venv(tmp_path, ["ext.so"])
     build = tmp_path / "build"
