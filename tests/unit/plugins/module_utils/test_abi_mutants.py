@@ -309,12 +309,18 @@ def _damage(path, name, field):
     path.write_bytes(bytes(data))
 
 
-def test_unreadable_dynamic_symbols_are_reported_and_the_other_checks_run(tmp_path):
+def _ext_needing_dep(tmp_path, version):
+    """pkg/ext.so calling dep() from libdep.so, which defines it at ``version`` (found through the RPATH)."""
     venv, site = _pkg_venv(tmp_path, ["ext.so"])
     dep = N.build_lib(tmp_path / "build" / "libdep.so", "int dep(void){return 1;}", soname="libdep.so",
-                      version_script="DEP_2.0 { global: dep; local: *; };\n")
+                      version_script="%s { global: dep; local: *; };\n" % version)
     ext = N.build_lib(site / "pkg" / "ext.so", "int dep(void); int f(void){return dep();}", libs=[dep],
                       rpath=str(dep.parent))
+    return venv, dep, ext
+
+
+def test_unreadable_dynamic_symbols_are_reported_and_the_other_checks_run(tmp_path):
+    venv, dep, ext = _ext_needing_dep(tmp_path, "DEP_2.0")
     _damage(ext, ".dynsym", "entsize")
     N.build_lib(dep, "int dep(void){return 1;}", soname="libdep.so",
                 version_script="DEP_1.0 { global: dep; local: *; };\n")
@@ -326,11 +332,7 @@ def test_unreadable_dynamic_symbols_are_reported_and_the_other_checks_run(tmp_pa
 
 
 def test_a_damaged_version_table_is_reported_when_the_file_is_opened(tmp_path):
-    venv, site = _pkg_venv(tmp_path, ["ext.so"])
-    dep = N.build_lib(tmp_path / "build" / "libdep.so", "int dep(void){return 1;}", soname="libdep.so",
-                      version_script="DEP_1.0 { global: dep; local: *; };\n")
-    ext = N.build_lib(site / "pkg" / "ext.so", "int dep(void); int f(void){return dep();}", libs=[dep],
-                      rpath=str(dep.parent))
+    venv, dep, ext = _ext_needing_dep(tmp_path, "DEP_1.0")
     _damage(ext, ".gnu.version_r", "link")
     result = abi.check(str(venv), packages=["pkg"], gpu_ccs=CC)
     assert [(f["kind"], f["path"]) for f in result["findings"]] == [("corrupt_elf", "pkg/ext.so")]
@@ -342,11 +344,7 @@ def test_a_version_table_damaged_after_the_file_was_opened_is_reported_not_a_cra
     rewritten in between (a pip install running beside the check) gives a finding, and the check goes on."""
     from ansible_collections.dflash.deploy.plugins.module_utils.elfload import elf
 
-    venv, site = _pkg_venv(tmp_path, ["ext.so"])
-    dep = N.build_lib(tmp_path / "build" / "libdep.so", "int dep(void){return 1;}", soname="libdep.so",
-                      version_script="DEP_1.0 { global: dep; local: *; };\n")
-    N.build_lib(site / "pkg" / "ext.so", "int dep(void); int f(void){return dep();}", libs=[dep],
-                rpath=str(dep.parent))
+    venv, _dep, _ext = _ext_needing_dep(tmp_path, "DEP_1.0")
     reads = []
     first_read = elf.ElfFile.version_needs
 
