@@ -114,9 +114,47 @@ def test_the_readme_operator_path(operator):
     run(f"cp -r dflash/artifacts/dflash-src {newer} && echo '# newer' >> "
         f"{newer}/python/sglang/srt/speculative/dflash_utils.py")
     deploy_line = next(c for c in commands if "deploy_dflash" in c)
-    run(f"{deploy_line} -e dflash_overlay_source_dir={newer}")
+    # At -vvv, with the host's process list read all along (readiness, restart, the new
+    # server): the key shows in no output and on no command line.
+    with CommandLines() as seen:
+        verbose = run(f"{deploy_line} -e dflash_overlay_source_dir={newer} -vvv")
     assert current_release() != first
+    assert "dflash_ready.py" in verbose.stdout                  # the readiness step's own command was printed
+    assert API_KEY not in verbose.stdout + verbose.stderr
+    assert seen.samples > 10 and any("sglang.launch_server" in line for line in seen.lines), seen.samples
+    assert not [line for line in seen.lines if API_KEY in line]
 
     run(next(playbooks))                                   # rollback
     assert current_release() == first
     assert models(30001, API_KEY) == ["qwen3-8b-dflash"]
+
+    # What a dry run would change, with diffs: the release and the files, never the key.
+    dry = run(f"{deploy_line} -e dflash_overlay_source_dir={newer} --check --diff")
+    assert "PLAY RECAP" in dry.stdout and API_KEY not in dry.stdout + dry.stderr
+
+
+class CommandLines:
+    """Every command line on ct200 while the block runs, read through podman (not SSH) in a
+    loop: the distinct lines seen, and how many times the process list was read."""
+
+    def __init__(self):
+        import threading
+        self.lines: set[str] = set()
+        self.samples = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self._host = next(h for h in lab.hosts() if h.name == "ct200")
+
+    def _watch(self):
+        while not self._stop.is_set():
+            out = lab.hexec(self._host, "ps -eww -o args=", check=False, timeout=30).stdout
+            self.lines.update(out.splitlines())
+            self.samples += 1
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join(timeout=60)

@@ -2,17 +2,103 @@
 # /v1/models names the served model. Gives up early when the unit has
 # restarted more than max_restarts times since the wait began (a crash loop
 # under Restart=on-failure), or has failed. Standard library only.
-# usage: python3 dflash_ready.py '<json>'  (api key in env DFLASH_API_KEY)
+# usage: python3 dflash_ready.py '<json>'
 # request: {"base": "http://127.0.0.1:30001", "model": str, "unit": str,
-#           "timeout": s, "interval": s, "max_restarts": n}
+#           "timeout": s, "interval": s, "max_restarts": n,
+#           "env_file": "/etc/dflash/<instance>.env"}
+# The API key is read here, on the host, from the instance's env file (0640
+# root:sglang; SGLANG_API_KEY), never from the command line or the task's
+# environment, which Ansible prints at -vvv and every local user sees in ps.
 # Prints one JSON object; exit 0 when ready, 1 when not.
 import json
-import os
 import subprocess
 import sys
 import time
 import urllib.error
 import urllib.request
+
+
+def parse_env_file(text):
+    """The variables of a systemd EnvironmentFile, as systemd reads them (systemd.exec(5),
+    "EnvironmentFile="): lines starting with # or ; are comments; a key is the text before
+    "=", leading and trailing whitespace dropped; an unquoted value keeps interior
+    whitespace, drops leading and trailing whitespace, and takes a backslash as "keep the
+    next character" (backslash-newline continues the line); a '-quoted value is verbatim
+    up to the next '; a "-quoted value takes a backslash before one of " \\ ` $ as that
+    character, backslash-newline as a continuation, and keeps any other backslash; quoted
+    parts and unquoted text next to each other join; a line without "=" is ignored."""
+    env = {}
+    key, value, state = "", "", "pre_key"
+    trailing = 0  # whitespace at the end of an unquoted value, dropped when it ends
+    for c in text + "\n":
+        if state == "pre_key":
+            if c in "#;":
+                state = "comment"
+            elif not c.isspace():
+                key, state = c, "key"
+        elif state == "key":
+            if c == "\n":
+                key, state = "", "pre_key"
+            elif c == "=":
+                key, value, trailing, state = key.strip(), "", 0, "pre_value"
+            else:
+                key += c
+        elif state == "comment":
+            if c == "\\":
+                state = "comment_escape"
+            elif c == "\n":
+                state = "pre_key"
+        elif state == "comment_escape":
+            state = "comment"
+        elif state in ("pre_value", "value"):
+            if c == "\n":
+                env[key] = value[:len(value) - trailing] if state == "value" else value
+                key, state = "", "pre_key"
+            elif c == "'" and state == "pre_value":
+                state = "single"
+            elif c == '"' and state == "pre_value":
+                state = "double"
+            elif c == "\\":
+                state, trailing = "value_escape", 0
+            elif c in " \t\r":
+                if state == "value":
+                    value, trailing = value + c, trailing + 1
+            else:
+                value, trailing, state = value + c, 0, "value"
+        elif state == "value_escape":
+            if c != "\n":
+                value += c
+            state = "value"
+        elif state == "single":
+            if c == "'":
+                state = "pre_value"
+            else:
+                value += c
+        elif state == "double":
+            if c == '"':
+                state = "pre_value"
+            elif c == "\\":
+                state = "double_escape"
+            else:
+                value += c
+        elif state == "double_escape":
+            if c in '"\\`$':
+                value += c
+            elif c != "\n":
+                value += "\\" + c
+            state = "double"
+    return env
+
+
+def api_key(env_file):
+    """SGLANG_API_KEY from the instance's env file ('' when the file or the key is absent)."""
+    if not env_file:
+        return ""
+    try:
+        with open(env_file, encoding="utf-8") as handle:
+            return parse_env_file(handle.read()).get("SGLANG_API_KEY", "")
+    except OSError:
+        return ""
 
 
 def unit_state(unit):
@@ -43,7 +129,7 @@ def get(url, key, timeout):
 
 def main():
     req = json.loads(sys.argv[1])
-    key = os.environ.get("DFLASH_API_KEY", "")
+    key = api_key(req.get("env_file"))
     start = time.monotonic()
     first = unit_state(req["unit"])
     restarts0 = int(first.get("NRestarts", "0") or 0)
