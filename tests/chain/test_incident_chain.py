@@ -13,10 +13,13 @@ import shutil
 DFLASH_ARGS = ("--speculative-algorithm", "DFLASH", "--speculative-num-draft-tokens", "16")
 
 
-def overlay_dflash(fixture_build, venv):
-    """What was done by hand in the incident: copy the DFlash branch's sglang sources over PyPI's."""
+def overlay_dflash(fixture_build, venv, whole=True):
+    """The DFlash-capable sglang tree (fixture 0.5.11's sglang/) over PyPI's 0.5.9: as a whole tree (what
+    dflash_overlay does), or file by file (``whole=False``: the incident's ``cp -a``, stale files stay)."""
     src = fixture_build / "dflash-src" / "python" / "sglang"
     assert (src / "srt" / "speculative" / "dflash_worker.py").is_file()
+    if whole:
+        shutil.rmtree(venv.site / "sglang")
     shutil.copytree(src, venv.site / "sglang", dirs_exist_ok=True)
 
 
@@ -120,6 +123,50 @@ def test_e_cu130_stack_serves_dflash(new_venv, fixture_build, gpu_host, launch, 
     assert [m["id"] for m in json.loads(body)["data"]] == ["qwen3-8b-dflash"]
     _, info = server.get("/get_server_info")
     assert "DFLASH" in info
+
+
+def test_e2_sglang_0_5_9_beside_sglang_kernel_0_4_2_fails_at_start(new_venv, gpu_host, launch, models):
+    """Real 0.5.9 on a GPU host imports min_p_sampling_from_probs from sgl_kernel (its sampler, under
+    `if is_cuda():`), which sglang-kernel 0.4.2 does not define: the cu130 stack without the DFlash tree."""
+    venv = new_venv("venv_059_042")
+    venv.install("sglang==0.5.9", no_deps=True)
+    venv.install("torch==2.11.0+cu130", "sglang-kernel==0.4.2", "flashinfer-python==0.6.8.post1",
+                 "flashinfer-cubin==0.6.8.post1")
+    target, _ = models
+    server = launch(venv, gpu_host(), "--model-path", str(target), "--attention-backend", "flashinfer")
+    assert not server.wait_ready()
+    out = server.output()
+    assert server.proc.returncode != 0
+    assert "ImportError: cannot import name 'min_p_sampling_from_probs' from 'sgl_kernel'" in out, out
+
+
+def test_e3_file_by_file_overlay_leaves_a_stale_duplicate(new_venv, fixture_build, gpu_host, launch, models):
+    venv = new_venv("venv_stale")
+    venv.install("sglang==0.5.9", no_deps=True)
+    overlay_dflash(fixture_build, venv, whole=False)
+    venv.install("torch==2.11.0+cu130", "sglang-kernel==0.4.2", "flashinfer-python==0.6.8.post1",
+                 "flashinfer-cubin==0.6.8.post1")
+    assert (venv.site / "sglang" / "srt" / "models" / "mimo_v2_flash.py").is_file()
+    target, draft = models
+    server = launch(venv, gpu_host(), "--model-path", str(target), "--speculative-draft-model-path", str(draft),
+                    *DFLASH_ARGS)
+    assert not server.wait_ready()
+    assert "AssertionError: Duplicated model implementation for MiMoV2FlashForCausalLM" in server.output()
+
+
+def test_e4_sglang_0_5_11_serves_dflash_upstream(new_venv, gpu_host, launch, models):
+    """The first release with DFlash upstream, its own pins (sglang-kernel 0.4.2, flashinfer 0.6.8.post1,
+    torch 2.11.0), the cu130 build of torch: no overlay at all."""
+    venv = new_venv("venv_0511")
+    venv.install("sglang==0.5.11", "torch==2.11.0+cu130")
+    versions = venv.versions()
+    assert versions["sglang"] == "0.5.11" and versions["sglang-kernel"] == "0.4.2" and "sgl-kernel" not in versions
+    target, draft = models
+    server = launch(venv, gpu_host(), "--model-path", str(target), "--speculative-draft-model-path", str(draft),
+                    "--served-model-name", "qwen3-8b-dflash", *DFLASH_ARGS)
+    assert server.wait_ready(), server.output()
+    status, body = server.get("/v1/models")
+    assert status == 200 and [m["id"] for m in json.loads(body)["data"]] == ["qwen3-8b-dflash"]
 
 
 CTX_PROBE = """

@@ -80,6 +80,9 @@ REFERENCE_SET = (
     "flashinfer-python==0.6.8.post1", "flashinfer-cubin==0.6.8.post1",
 )
 PROVISIONED = "/etc/dflash-lab-provisioned"  # written last: a host without it is re-provisioned
+# The reference venv's seed: a digest of the fixture DFlash tree and REFERENCE_SET. `up` seeds the
+# reference host again when the fixtures changed since (the tree is what stage_artifacts captures).
+SEEDED = "/etc/dflash-lab-seeded"
 MODELS = {"Qwen3-8B": "Qwen3ForCausalLM", "Qwen3-8B-DFlash-b16": "DFlashDraftModel"}
 
 
@@ -518,21 +521,39 @@ def push_uv(host: Host) -> None:
     podman("cp", str(UV), f"{host.container}:/usr/local/bin/uv")
 
 
+def seed_digest() -> str:
+    tar = FIXTURES / "dflash-src.tar"
+    h = hashlib.sha256(tar.read_bytes() if tar.is_file() else b"")
+    h.update(json.dumps(REFERENCE_SET).encode())
+    return h.hexdigest()[:16]
+
+
+def seeded(host: Host) -> bool:
+    proc = podman("exec", host.container, "cat", SEEDED, check=False)
+    return proc.returncode == 0 and proc.stdout.strip() == seed_digest()
+
+
 def seed_reference(host: Host, index_url: str) -> None:
     """The known-good environment on the reference host, in the incident's layout: a uv venv with
-    PyPI-style sglang 0.5.9, the DFlash sources copied over it, and the cu130 stack."""
+    PyPI-style sglang 0.5.9 whose sglang/ tree was replaced as a whole by the DFlash-capable tree
+    (fixture 0.5.11's; the 0.5.9 dist-info stays and no longer describes the code), and the cu130 stack."""
     push_uv(host)
+    digest = seed_digest()
+    hexec(host, "rm -rf /root/sglang-dflash")
     podman("cp", str(FIXTURES / "dflash-src" / "python" / "sglang"), f"{host.container}:/root/sglang-dflash")
     reqs = " ".join(f"'{r}'" for r in REFERENCE_SET)
     hexec(host, f"""
 export UV_CACHE_DIR=/root/.cache/uv UV_LINK_MODE=copy UV_NO_PROGRESS=1
 V={REFERENCE_VENV}
+uv cache clean --quiet sglang sgl-kernel sglang-kernel
 uv venv --quiet --clear --python /usr/bin/python3 $V
 uv pip install --quiet --python $V/bin/python --index-url {index_url} --no-deps sglang==0.5.9
 SP=$($V/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-cp -a /root/sglang-dflash/. $SP/sglang/
+rm -rf $SP/sglang
+cp -a /root/sglang-dflash $SP/sglang
 uv pip install --quiet --python $V/bin/python --index-url {index_url} {reqs}
 rm -rf /root/sglang-dflash
+echo {digest} > {SEEDED}
 """, timeout=900)
 
 
@@ -669,6 +690,9 @@ def cmd_up(args) -> int:
     for h in all_hosts:
         if not provisioned(h):
             provision(h, key, index_url)
+        elif h.reference and not seeded(h):
+            log(f"{h.name}: the fixture DFlash tree changed, seeding {REFERENCE_VENV} again")
+            seed_reference(h, index_url)
     write_known_hosts(all_hosts)
     write_inventory(all_hosts)
     log(f"lab up: {', '.join(h.name for h in all_hosts)} in {time.monotonic() - t0:.1f}s")
