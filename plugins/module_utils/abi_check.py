@@ -36,9 +36,12 @@ from ansible_collections.dflash.deploy.plugins.module_utils.elfload.ldresolve im
     split_path_list,
 )
 from ansible_collections.dflash.deploy.plugins.module_utils.elfload.loadplan import classify
+from ansible_collections.dflash.deploy.plugins.module_utils.pyapi.closure import missing_names
+from ansible_collections.dflash.deploy.plugins.module_utils.pyapi.modpath import find_module
 from ansible_collections.dflash.deploy.plugins.module_utils.pydist.dist_info import normalize_name
 from ansible_collections.dflash.deploy.plugins.module_utils.pydist.distributions import (
     check_files,
+    file_owners,
     import_owners,
     scan,
 )
@@ -449,15 +452,90 @@ def _owner_conflict(pkg, owners_map):
         distributions=entry["distributions"], on_disk=entry["on_disk"])
 
 
+# The modules each process of a package's server imports at start (python_api); a package not named here
+# starts from itself.  SGLang's start-up imports much of its code inside functions (launch_server's
+# run_server() imports the HTTP server; the scheduler process's TP worker imports the model runner in its
+# __init__), so the modules its processes start from are named; the imports that the rest of the code makes
+# only inside functions are checked too, as warnings.
+ENTRY_MODULES = {"sglang": (
+    "sglang.launch_server",                          # python -m sglang.launch_server
+    "sglang.srt.entrypoints.http_server",            # its run_server(), the default HTTP mode
+    "sglang.srt.managers.scheduler",                 # the scheduler process (run_scheduler_process)
+    "sglang.srt.model_executor.model_runner",        # the scheduler's TP worker, when it starts
+    "sglang.srt.managers.detokenizer_manager",       # the detokenizer process
+)}
+
+
+def _dist_label(dists, keys):
+    """'sglang-kernel 0.4.2' (or two joined by 'or') for distribution keys."""
+    return " or ".join("%s %s" % (dists[k]["name"], dists[k]["version"]) for k in keys if k in dists) or "?"
+
+
+def _dist_names(dists, keys):
+    return " or ".join(dists[k]["name"] for k in keys if k in dists) or "?"
+
+
+def missing_name_finding(dists, miss, order=0):
+    """The missing_python_name finding of one pyapi MissingName (a warning when the import is protected)."""
+    where = "%s:%d" % (miss.importer, miss.line)
+    importer = _dist_label(dists, miss.importer_owners)
+    exporter = _dist_label(dists, miss.exporter_owners)
+    if miss.submodule:
+        detail = "%s imports %s.%s (%s), which %s does not have" % (importer, miss.module, miss.name, where, exporter)
+    else:
+        detail = "%s imports %s from %s (%s), which %s does not define" % (importer, miss.name, miss.module, where,
+                                                                          exporter)
+    if miss.protected:
+        detail += " (inside try/except ImportError: the code goes on without it)"
+    elif miss.fallback:
+        detail += " (in an except ImportError handler: it runs only when an import before it fails)"
+    elif miss.lazy:
+        detail += " (imported only when a function runs, not at server start)"
+    fix = "install the %s version %s pins, or %s built for %s" % (
+        _dist_names(dists, miss.exporter_owners), _dist_names(dists, miss.importer_owners),
+        _dist_names(dists, miss.importer_owners), exporter)
+    severity = F.WARNING if miss.protected or miss.fallback or miss.lazy else F.ERROR
+    return F.make("missing_python_name", where, detail, severity, fix=fix, module=miss.module, name=miss.name,
+                  distributions=list(miss.exporter_owners), load="lazy" if miss.lazy else "import", order=order)
+
+
+def check_python_api(site, dists, pkg, owners):
+    """python_api's findings and summary for the import package ``pkg`` (its claimants ``owners``)."""
+    by_path, by_top = file_owners(dists)
+
+    def owners_of(rel, top):
+        return by_path.get(rel) or by_top.get(top) or ()
+
+    entries = [e for e in ENTRY_MODULES.get(pkg, ()) if find_module(site, e) is not None] or [pkg]
+    walked = missing_names(site, entries, owners, owners_of)
+    found = [missing_name_finding(dists, m, i) for i, m in enumerate(walked.missing)]
+    if walked.unparsed or walked.truncated:
+        what = []
+        if walked.unparsed:
+            first = walked.unparsed[0]
+            what.append("%d file%s not parsed (e.g. %s: %s)" % (
+                len(walked.unparsed), "" if len(walked.unparsed) == 1 else "s", first.rel, first.reason))
+        if walked.truncated:
+            what.append("the walk stopped at %d modules" % walked.modules)
+        found.append(F.make("python_api_incomplete", pkg, "python_api: the imports of %s were not all checked: %s"
+                            % (pkg, "; ".join(what)), severity=F.INFO,
+                            fix="run the module with a Python that parses the package's sources"))
+    summary = {"entries": entries, "modules": walked.modules, "start_modules": walked.start,
+               "missing": len(walked.missing),
+               "unparsed": [u.rel for u in walked.unparsed[:5]], "truncated": walked.truncated}
+    return found, summary
+
+
 class _Package:
     """One entry of ``packages``: its files found, its distributions' state, then every file analysed."""
 
-    def __init__(self, ctx, dists, venv, result, max_files):
+    def __init__(self, ctx, dists, venv, result, max_files, python_api=False):
         self.ctx = ctx
         self.dists = dists
         self.venv = venv
         self.result = result
         self.max_files = max_files
+        self.python_api = python_api
         self._owners_map = None
 
     def owners_map(self):
@@ -493,6 +571,10 @@ class _Package:
             info = analyze_file(ctx, path, pkg, findings)
             info["package"] = name
             self.result["files"].append(info)
+        if self.python_api:
+            found, summary = check_python_api(site, self.dists, pkg, owners)
+            findings.extend(found)
+            self.result.setdefault("python_api", {})[name] = summary
 
 
 def _torch_import(resolver, torch, site):
@@ -514,7 +596,7 @@ def _finish(result, t0):
 
 
 def check(venv, packages=("sgl_kernel",), gpu_ccs=None, environment=None, system_root="/",
-          system_library_dirs=None, features=(), max_files=None):
+          system_library_dirs=None, features=(), max_files=None, python_api=False):
     """The static verdict. Returns dict: compatible, msg, torch, files, findings, elapsed, ..."""
     t0 = time.monotonic()
     findings = []
@@ -543,7 +625,7 @@ def check(venv, packages=("sgl_kernel",), gpu_ccs=None, environment=None, system
                                severity=F.INFO))
     ctx = Context(site, resolver, torch, gpu_ccs, features, v["python"])
     try:
-        package = _Package(ctx, dists, venv, result, max_files)
+        package = _Package(ctx, dists, venv, result, max_files, python_api)
         for name in packages:
             package.check(name)
     finally:

@@ -31,6 +31,7 @@ KINDS = (
     "unreadable",              # permission denied and the like
     "broken_symlink",          # a symlink whose target is gone
     "dependency_unreadable",   # a resolved dependency that cannot be read
+    "missing_python_name",     # python_api: an import of a name another distribution does not define
     "import_failed",           # second opinion: the real import failed
     "record_missing_file",     # RECORD lists a file that is not there
     "owner_conflict",          # the import name is claimed by more than one distribution
@@ -40,6 +41,7 @@ KINDS = (
     "requirements_unchecked",  # neither packaging nor uv could evaluate the requirements
     "arch_check_skipped",      # no GPU compute capability known
     "symbols_unchecked",       # an object without section headers: its symbols were not checked
+    "python_api_incomplete",   # python_api: files of the import closure not parsed, or the walk cut short
 )
 
 SEVERITY_ORDER = {ERROR: 0, WARNING: 1, INFO: 2}
@@ -63,9 +65,11 @@ def severity_for_load(load, required=False):
 
 
 def sort_findings(findings):
+    """Errors first, then by kind (root-cause order), then ``order`` where a kind has one (the order met:
+    python_api's missing names in the order the server imports them), then path."""
     rank = dict((k, i) for i, k in enumerate(KINDS))
     return sorted(findings, key=lambda f: (SEVERITY_ORDER.get(f["severity"], 9), rank.get(f["kind"], 99),
-                                           f.get("path") or ""))
+                                           f.get("order", 0), f.get("path") or ""))
 
 
 def errors(findings):

@@ -26,6 +26,9 @@ description:
     C(spatial_ops) load lazily per feature; a problem there is a warning unless O(features) or
     O(attention_backend) says the server uses that feature. The other C(common_ops) is never loaded on these
     GPUs (info).
+  - With O(python_api), also checks statically, without importing anything and without a GPU, that the
+    Python names the named packages import from other distributions exist there (finding kind
+    C(missing_python_name)); see O(python_api).
   - Never changes anything; C(changed) is always false.
 author:
   - dflash.deploy contributors (@dflash)
@@ -79,6 +82,30 @@ options:
         opinion. A failed import is an error finding (C(import_failed)).
     type: bool
     default: false
+  python_api:
+    description:
+      - Also check the Python API between distributions, from the source files alone (parsed with C(ast), never
+        imported), as a CUDA host would run them.
+      - For each entry of O(packages), the import closure of the modules its server starts from is followed
+        through the package's own files (for C(sglang) - C(sglang.launch_server), the HTTP server, the
+        scheduler, its model runner and the detokenizer; for another package, the package itself), and every
+        C(from X import name) where X belongs to another distribution is checked - C(name) must be defined at
+        module level in X (C(def), C(class), assignment, import, C(__all__), star imports followed within X) or
+        be a submodule C(X.name).
+      - Platform guards are evaluated as on a CUDA host - C(is_cuda()), C(_is_cuda), C(is_cuda_alike()) are
+        true; the same forms for C(hip), C(xpu), C(npu), C(cpu), C(musa), C(mps), and C(TYPE_CHECKING), are
+        false; C(not)/C(and)/C(or) combine them; any other condition leaves both branches reachable.
+      - A missing name is an error when the server imports it at start; a warning when the import is inside
+        C(try/except ImportError) (or C(Exception), bare C(except)), in such an C(except) handler, or only in
+        code that runs when a function is called (outside the start-up closure).
+      - Conservative - nothing is reported for a module whose names cannot be known from its text (a
+        module-level C(__getattr__), C(exec), names written into C(globals()), a star import outside its
+        package, an extension module, a namespace package, a file that does not parse).
+      - Use it with C(sglang) in O(packages) to catch an sglang release that calls kernels its C(sgl_kernel)
+        does not have (sglang 0.5.9 beside sglang-kernel 0.4.2), which otherwise shows only when the server
+        starts on a GPU host.
+    type: bool
+    default: false
   fail_on_error:
     description: Fail the task when the check finds an error. With C(false), read RV(compatible) instead.
     type: bool
@@ -116,6 +143,13 @@ EXAMPLES = r"""
     msg: "{{ abi.msg }}"
   when: not abi.compatible
 
+- name: Will sglang's server find the kernels it imports (no GPU needed)
+  dflash.deploy.abi_check:
+    venv: /opt/dflash/releases/{{ release_id }}
+    packages: [sgl_kernel, sglang]
+    python_api: true
+    gpu_compute_capabilities: ["9.0"]
+
 - name: Static verdict plus a real import as a second opinion
   dflash.deploy.abi_check:
     venv: /opt/dflash/releases/{{ release_id }}
@@ -152,11 +186,14 @@ findings:
       description:
         - C(venv_invalid), C(package_not_found), C(torch_missing), C(cuda_major_mismatch), C(driver_missing),
           C(library_not_found), C(undefined_symbol), C(no_gpu_code), C(glibc_version_missing), C(not_elf),
-          C(corrupt_elf), C(unreadable), C(broken_symlink), C(dependency_unreadable), C(import_failed),
-          C(record_missing_file), C(owner_conflict), C(arch_check_skipped).
+          C(corrupt_elf), C(unreadable), C(broken_symlink), C(dependency_unreadable), C(missing_python_name),
+          C(import_failed), C(record_missing_file), C(owner_conflict), C(arch_check_skipped),
+          C(python_api_incomplete).
       type: str
     path:
-      description: The file (relative to site-packages when inside it), package or venv concerned.
+      description:
+        - The file (relative to site-packages when inside it), package or venv concerned.
+        - For C(missing_python_name), the importing file and line, such as C(sglang/srt/layers/sampler.py:22).
       type: str
     detail:
       description: One line saying what is wrong.
@@ -165,8 +202,20 @@ findings:
       description: C(error), C(warning) or C(info).
       type: str
     load:
-      description: When the file loads, C(import), C(lazy) or C(unused).
+      description:
+        - When the file loads, C(import), C(lazy) or C(unused).
+        - For C(missing_python_name), C(import) when the server imports it at start, else C(lazy).
       type: str
+    module:
+      description: For C(missing_python_name), the module imported from (C(sgl_kernel)).
+      type: str
+    name:
+      description: For C(missing_python_name), the name it lacks (C(min_p_sampling_from_probs)).
+      type: str
+    distributions:
+      description: For C(missing_python_name), the distributions that own the module imported from.
+      type: list
+      elements: str
     fix:
       description: What a person would do about it.
       type: str
@@ -194,6 +243,16 @@ gpu_detection:
   description: How the compute capabilities were obtained (C(option), C(nvidia-smi)) or why none were.
   returned: always
   type: str
+python_api:
+  description:
+    - Per package, what O(python_api) read - C(entries) (the modules the walk started from), C(modules) (how
+      many of the package's modules it read), C(start_modules) (of those, imported at server start),
+      C(missing) (names not found), C(unparsed) (up to five files that did not parse) and C(truncated).
+  returned: when O(python_api)
+  type: dict
+  sample:
+    sglang: {"entries": ["sglang.launch_server"], "modules": 723, "start_modules": 458, "missing": 13,
+             "unparsed": [], "truncated": false}
 torch_import:
   description: What the simulated C(import torch) loaded (count, CUDA libraries preloaded, unresolved).
   returned: when torch is installed
@@ -269,6 +328,7 @@ def main():
             attention_backend=dict(type="str"),
             import_test=dict(type="bool", default=False),
             import_timeout=dict(type="int", default=120),
+            python_api=dict(type="bool", default=False),
             fail_on_error=dict(type="bool", default=True),
         ),
         mutually_exclusive=[("system_root", "system_library_dirs")],
@@ -298,7 +358,8 @@ def main():
 
     result = abi.check(p["venv"], packages=p["packages"], gpu_ccs=ccs, environment=environment,
                        system_root=p["system_root"], system_library_dirs=p["system_library_dirs"],
-                       features=[f for f in features if f.strip().lower() in FEATURE_LIBRARIES])
+                       features=[f for f in features if f.strip().lower() in FEATURE_LIBRARIES],
+                       python_api=p["python_api"])
     result["static_elapsed"] = result["elapsed"]
     result["gpu_compute_capabilities"] = [format_cc(c) for c in ccs] if ccs else None
     result["gpu_detection"] = detection

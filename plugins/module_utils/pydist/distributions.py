@@ -212,6 +212,19 @@ def import_owners(site_packages, dists, max_files=20, max_size=1 << 20):
     return out
 
 
+def file_owners(dists):
+    """{RECORD path: sorted distribution keys listing it} and {top-level import name: sorted keys claiming it}:
+    who owns a file, by RECORD first (abi_check's python_api), by top-level name for a file no RECORD lists."""
+    by_path = {}
+    by_top = {}
+    for key, dist in sorted(dists.items()):
+        for path, _h, _s in dist.get("record", ()):
+            by_path.setdefault(path, []).append(key)
+        for name in dist.get("top_level", ()):
+            by_top.setdefault(name, []).append(key)
+    return by_path, by_top
+
+
 def public_view(dist, detailed=True):
     """The fields pkg_probe returns for one distribution."""
     out = {"name": dist["name"], "version": dist["version"]}
