@@ -57,9 +57,13 @@ def listeners(port):
     return found
 
 
+# By absolute path: root must not look a command up on a PATH that others might write.
+SYSTEMCTL = next((p for p in ("/usr/bin/systemctl", "/bin/systemctl") if os.path.exists(p)), "/usr/bin/systemctl")
+
+
 def unit_active(unit):
     try:
-        return subprocess.call(["systemctl", "is-active", "--quiet", unit]) == 0
+        return subprocess.call([SYSTEMCTL, "is-active", "--quiet", unit]) == 0
     except OSError:
         return False
 

@@ -1,0 +1,182 @@
+"""files/dflash_layout.py: who controls the directories root is about to write, read before any change.
+
+Each refusal is one line naming the path. Ownership needs root to set up (chown); as another user
+those cases are skipped.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[4] / "roles" / "sglang_service" / "files" / "dflash_layout.py"
+NOBODY = 65534
+as_root = pytest.mark.skipif(os.geteuid() != 0, reason="chown needs root")
+
+
+def read(tmp_path, path_env="/usr/bin:/bin", **request):
+    request.setdefault("service_user", "nobody")
+    request.setdefault("service_group", "nogroup")
+    proc = subprocess.run([sys.executable, str(SCRIPT), json.dumps(request)], capture_output=True, text=True,
+                          check=True, env={"PATH": path_env})
+    out = json.loads(proc.stdout)
+    assert all("\n" not in p for p in out["problems"])
+    return out
+
+
+@pytest.fixture
+def layout(tmp_path):
+    """A layout under a root-owned, 0755 temporary tree: base, state and cache dirs."""
+    os.chmod(tmp_path, 0o755)
+    for parent in [tmp_path, *tmp_path.parents]:
+        if parent.stat().st_mode & 0o002 and not parent.stat().st_mode & 0o1000:
+            pytest.skip(f"{parent} is writable by others: the tree above the test is not root's")
+    base, state, cache = tmp_path / "opt", tmp_path / "lib", tmp_path / "cache"
+    for d in (base, base / "instances", base / "releases", state, cache):
+        d.mkdir()
+    return base, state, cache
+
+
+def request_for(base, state, cache, name="qwen"):
+    return {"root_dirs": [str(base), str(base / "instances"), str(base / "instances" / name)],
+            "service_parents": [str(state), str(cache)],
+            "shared_dirs": [str(base / "releases")], "release_dirs": [str(base / "releases")],
+            "service_dirs": [str(state / name), str(cache / name)]}
+
+
+@as_root
+def test_a_sound_layout_and_a_fresh_one_have_no_problems(layout, tmp_path):
+    base, state, cache = layout
+    (state / "qwen").mkdir()
+    os.chown(state / "qwen", NOBODY, -1)
+    assert read(tmp_path, **request_for(base, state, cache)) == {"problems": [], "loose": []}
+    assert read(tmp_path, **request_for(tmp_path / "none", tmp_path / "no2", tmp_path / "no3"))["problems"] == []
+
+
+@as_root
+@pytest.mark.parametrize("where", ["state", "cache"])
+def test_an_instance_directory_that_is_a_symlink_is_refused_naming_it(layout, tmp_path, where):
+    base, state, cache = layout
+    canary = tmp_path / "canary"
+    canary.mkdir()
+    link = (state if where == "state" else cache) / "qwen"
+    link.symlink_to(canary)
+    os.lchown(link, NOBODY, -1)
+    problems = read(tmp_path, **request_for(base, state, cache))["problems"]
+    assert problems == [f"host layout: {link} is a symlink (-> {canary}) made by nobody: root would follow it and "
+                        "hand its target to the service user; remove it and check what it points at"]
+
+
+@as_root
+def test_a_symlink_planted_for_an_instance_not_yet_deployed_is_refused(layout, tmp_path):
+    base, state, cache = layout
+    (state / "future").symlink_to("/etc")
+    problems = read(tmp_path, **request_for(base, state, cache, name="future"))["problems"]
+    assert len(problems) == 1 and problems[0].startswith(f"host layout: {state / 'future'} is a symlink (-> /etc)")
+
+
+@as_root
+def test_a_layout_directory_someone_else_owns_is_refused(layout, tmp_path):
+    base, state, cache = layout
+    os.chown(base, NOBODY, -1)
+    os.chown(base / "instances", NOBODY, -1)
+    problems = read(tmp_path, **request_for(base, state, cache))["problems"]
+    assert problems == [
+        f"host layout: {base} is owned by nobody, not root: someone else may have changed what it holds; check it, "
+        "then chown root:root it",
+        f"host layout: {base / 'instances'} is owned by nobody, not root: someone else may have changed what it "
+        "holds; check it, then chown root:root it"]
+
+
+@as_root
+def test_a_symlink_root_made_is_followed_one_someone_else_made_is_not(layout, tmp_path):
+    base, state, cache = layout
+    real = tmp_path / "data-lib"
+    real.mkdir()
+    state.rmdir()
+    state.symlink_to(real)  # an operator's move to a bigger disk
+    assert read(tmp_path, **request_for(base, state, cache))["problems"] == []
+    os.lchown(state, NOBODY, -1)
+    problems = read(tmp_path, **request_for(base, state, cache))["problems"]
+    assert problems[0] == (f"host layout: {state} is a symlink (-> {real}) made by nobody: root would follow it; "
+                           "remove it and check what it points at")
+
+
+@as_root
+def test_a_loosened_mode_of_roots_own_directory_is_left_to_be_put_back(layout, tmp_path):
+    """Modes of root's directories are corrected by the role (not refused); shared ones come back as loose."""
+    base, state, cache = layout
+    os.chmod(base, 0o777)
+    os.chmod(base / "releases", 0o777)
+    (base / "releases" / "a518352da3e2603b").mkdir()
+    os.chmod(base / "releases" / "a518352da3e2603b", 0o777)
+    out = read(tmp_path, **request_for(base, state, cache))
+    assert out == {"problems": [], "loose": [str(base / "releases"), str(base / "releases" / "a518352da3e2603b")]}
+
+
+@as_root
+def test_a_release_that_is_a_symlink_or_not_roots_is_refused(layout, tmp_path):
+    base, state, cache = layout
+    evil = tmp_path / "evil"
+    evil.mkdir()
+    (base / "releases" / "a518352da3e2603b").symlink_to(evil)
+    (base / "releases" / "b0").mkdir()
+    os.chown(base / "releases" / "b0", NOBODY, -1)
+    problems = read(tmp_path, **request_for(base, state, cache))["problems"]
+    assert problems == [
+        f"host layout: {base / 'releases' / 'a518352da3e2603b'} is a symlink (-> {evil}): a release is a directory "
+        "that root built; remove the link",
+        f"host layout: {base / 'releases' / 'b0'} is owned by nobody, not root: its code may have been changed; "
+        "remove the release"]
+
+
+@as_root
+def test_a_directory_above_the_layout_that_others_may_write_is_refused(tmp_path):
+    os.chmod(tmp_path, 0o755)
+    top = tmp_path / "opt"
+    top.mkdir()
+    os.chmod(top, 0o777)
+    problems = read(tmp_path, root_dirs=[str(top / "dflash")])["problems"]
+    assert problems == [f"host layout: {top} is writable by others (mode 0777): whoever can write it can replace "
+                        "what is below it; chmod go-w it"]
+    os.chmod(top, 0o1777)  # sticky, as /tmp: others cannot replace root's entries
+    assert read(tmp_path, root_dirs=[str(top / "dflash")])["problems"] == []
+
+
+@as_root
+def test_a_directory_on_roots_path_that_the_service_user_owns_is_refused(tmp_path):
+    os.chmod(tmp_path, 0o755)
+    sbin = tmp_path / "sbin"
+    sbin.mkdir()
+    os.chown(sbin, NOBODY, -1)
+    problems = read(tmp_path, path_env=f"{sbin}:/usr/bin", root_dirs=[])["problems"]
+    assert problems == [f"host layout: {sbin} is owned by nobody, not root: whoever owns it can replace what is "
+                        "below it; chown root:root it (on root's PATH: a command root runs by name could be replaced)"]
+
+
+@as_root
+def test_an_instance_directory_that_is_a_file_or_foreign_is_refused(layout, tmp_path):
+    base, state, cache = layout
+    (state / "qwen").write_text("x")
+    (cache / "qwen").mkdir()
+    os.chown(cache / "qwen", 12345, -1)
+    problems = read(tmp_path, **request_for(base, state, cache))["problems"]
+    assert problems == [f"host layout: {state / 'qwen'} is not a directory: move it away",
+                        f"host layout: {cache / 'qwen'} is owned by uid 12345, not the service user or root: "
+                        "move it away"]
+
+
+@as_root
+def test_state_and_cache_parents_the_service_user_owns_are_taken_back_not_refused(layout, tmp_path):
+    """Earlier versions left /var/lib/dflash and /var/cache/dflash to the service user: accepted (the
+    role makes them root's), once the instance directories in them are checked; another owner is refused."""
+    base, state, cache = layout
+    os.chown(state, NOBODY, -1)
+    os.chown(cache, 12345, -1)
+    problems = read(tmp_path, **request_for(base, state, cache))["problems"]
+    assert problems == [f"host layout: {cache} is owned by uid 12345, not root: someone else may have changed what "
+                        "it holds; check it, then chown root:root it"]
