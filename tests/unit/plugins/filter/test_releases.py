@@ -1,0 +1,70 @@
+"""release_trust_errors: a link and the marker in the release it names earn no trust by existing."""
+from __future__ import annotations
+
+import base64
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+_spec = importlib.util.spec_from_file_location(
+    "dflash_releases_filter", Path(__file__).resolve().parents[4] / "plugins" / "filter" / "releases.py")
+mod = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(mod)
+
+BASE = "/opt/dflash"
+REL = "/opt/dflash/releases/5c1e0a9b3d2f4e61"
+LINK = {"exists": True, "islnk": True, "path": "/opt/dflash/instances/qwen3-8b/previous", "lnk_source": REL}
+DIR = {"exists": True, "isdir": True, "islnk": False, "uid": 0, "pw_name": "root", "mode": "0755"}
+
+
+def marker(**kw):
+    return base64.b64encode(json.dumps({"release_id": "5c1e0a9b3d2f4e61", "torch": "2.11.0+cu130", **kw}).encode()).decode()
+
+
+def errors(link=None, target=None, mark=None):
+    return mod.release_trust_errors({**LINK, **(link or {})}, {**DIR, **(target or {})},
+                                    marker() if mark is None else mark, BASE, "previous")
+
+
+def test_a_verified_release_inside_the_layout_is_trusted():
+    assert errors() == []
+    assert mod.release_trust_errors(LINK, DIR, marker(), BASE + "/", "previous") == []   # a trailing slash
+
+
+@pytest.mark.parametrize(("link", "target", "mark", "expected"), [
+    ({"exists": False}, None, None, "previous (/opt/dflash/instances/qwen3-8b/previous) does not exist"),
+    ({"islnk": False}, None, None, "is not a symbolic link"),
+    ({"lnk_source": "/srv/evil-release"}, None, None, "resolves to /srv/evil-release, outside /opt/dflash/releases/"),
+    ({"lnk_source": "/opt/dflash/releases"}, None, None, "outside /opt/dflash/releases/"),
+    ({"lnk_source": REL + "/sub"}, None, None, "outside /opt/dflash/releases/"),
+    ({"lnk_source": ""}, None, None, "resolves to ?, outside"),
+    (None, {"exists": False}, None, "which does not exist"),
+    (None, {"islnk": True}, None, "which is a symbolic link, not a release directory"),
+    (None, {"isdir": False}, None, "which is not a directory"),
+    (None, {"uid": 998, "pw_name": "sglang"}, None, "owned by sglang, not root"),
+    (None, {"mode": "0777"}, None, "writable by group or others (mode 0777)"),
+    (None, {"mode": "0775"}, None, "writable by group or others (mode 0775)"),
+    (None, None, "", "has no readable verified.json: it was never verified"),
+    (None, None, "bm90IGpzb24=", "has no readable verified.json"),                       # "not json"
+    (None, None, base64.b64encode(b"[1]").decode(), "has no readable verified.json"),
+    (None, None, "%%%", "has no readable verified.json"),
+    (None, None, marker(release_id="38da00aa11bb22cc"),
+     "whose verified.json names release 38da00aa11bb22cc: a marker copied from another release verifies nothing"),
+])
+def test_each_reason_is_named_with_its_path(link, target, mark, expected):
+    found = errors(link, target, mark)
+    assert len(found) >= 1 and expected in found[0], found
+    assert found[0].startswith("previous (/opt/dflash/instances/qwen3-8b/previous)")
+
+
+def test_a_foreign_owner_and_loose_mode_are_both_named_and_the_marker_is_not_read():
+    found = errors(target={"uid": 1000, "pw_name": None, "mode": "0757"}, mark="")
+    assert found == ["previous (/opt/dflash/instances/qwen3-8b/previous) names " + REL + ", owned by 1000, not root",
+                     "previous (/opt/dflash/instances/qwen3-8b/previous) names " + REL
+                     + ", which is writable by group or others (mode 0757)"]
+
+
+def test_nothing_given_is_no_release():
+    assert mod.release_trust_errors(None, None, None, BASE, "current") == ["current (current) does not exist"]
