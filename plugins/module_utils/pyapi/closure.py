@@ -19,6 +19,7 @@ Standard library only; Python 3.8 syntax.
 """
 
 import ast
+import warnings
 from dataclasses import dataclass
 from typing import Tuple
 
@@ -81,7 +82,9 @@ def parse_file(path, limit=MAX_SOURCE_BYTES):
     except OSError as exc:
         return None, exc.strerror or str(exc)
     try:
-        return ast.parse(data, path), None
+        with warnings.catch_warnings():  # "invalid escape sequence" and the like are the package's business
+            warnings.simplefilter("ignore")
+            return ast.parse(data, path), None
     except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
         return None, "%s: %s" % (type(exc).__name__, exc)
 

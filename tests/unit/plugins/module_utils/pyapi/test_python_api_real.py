@@ -1,0 +1,80 @@
+"""python_api on the real wheels' Python files: sglang 0.5.9 beside sglang-kernel 0.4.2 names the kernels 0.5.9
+imports that 0.4.2 lacks (the server's ImportError on a GPU host); sglang 0.5.11 beside 0.4.2 has no error.
+
+The wheels are downloaded once by tools/real_wheels.py (pip download, about 340 MB, almost all of it
+sglang-kernel's compiled code) into build/real-wheels and reduced to their .py files and dist-info there;
+later runs read them from build/.  A failed download fails the test: set DFLASH_SKIP_REAL_WHEELS=1 to skip it
+on purpose (a machine without the package index).
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from ansible_collections.dflash.deploy.plugins.module_utils import abi_check as abi
+
+REPO = Path(__file__).resolve().parents[5]
+CASE_059 = "sglang-0.5.9+sglang-kernel-0.4.2"
+CASE_0511 = "sglang-0.5.11+sglang-kernel-0.4.2"
+
+
+@pytest.fixture(scope="module")
+def cases():
+    if os.environ.get("DFLASH_SKIP_REAL_WHEELS") == "1":
+        pytest.skip("DFLASH_SKIP_REAL_WHEELS=1: the real-wheel python_api test is switched off")
+    proc = subprocess.run([sys.executable, str(REPO / "tools" / "real_wheels.py"), "--print"], cwd=REPO,
+                          capture_output=True, text=True, timeout=1800)
+    if proc.returncode != 0:
+        pytest.fail("tools/real_wheels.py could not fetch the real wheels (set DFLASH_SKIP_REAL_WHEELS=1 to skip "
+                    "this test on purpose):\n%s%s" % (proc.stdout[-3000:], proc.stderr[-3000:]))
+    return {Path(line).name: line for line in proc.stdout.split()}
+
+
+def check(path):
+    return abi.check(path, packages=["sglang"], gpu_ccs=[(9, 0)], python_api=True)
+
+
+def missing(result, severity):
+    return sorted((f["path"], f["name"]) for f in result["findings"]
+                  if f["kind"] == "missing_python_name" and f["severity"] == severity)
+
+
+def test_sglang_059_beside_sglang_kernel_042(cases):
+    result = check(cases[CASE_059])
+    assert result["compatible"] is False
+    errors = missing(result, "error")
+    assert ("sglang/srt/layers/sampler.py:22", "min_p_sampling_from_probs") in errors
+    assert ("sglang/srt/layers/quantization/awq.py:63", "awq_marlin_repack") in errors
+    assert errors == [
+        ("sglang/srt/layers/moe/moe_runner/flashinfer_trtllm.py:40", "scaled_fp4_quant"),
+        ("sglang/srt/layers/quantization/awq.py:63", "awq_marlin_moe_repack"),
+        ("sglang/srt/layers/quantization/awq.py:63", "awq_marlin_repack"),
+        ("sglang/srt/layers/sampler.py:22", "min_p_sampling_from_probs"),
+        ("sglang/srt/layers/sampler.py:22", "top_k_top_p_sampling_from_probs"),
+    ]
+    # the first one the server meets is the one its start died with on the H200:
+    # ImportError: cannot import name 'awq_marlin_moe_repack' from 'sgl_kernel'
+    assert result["msg"] == (
+        "sglang 0.5.9 imports awq_marlin_moe_repack from sgl_kernel (sglang/srt/layers/quantization/awq.py:63), "
+        "which sglang-kernel 0.4.2 does not define: install the sglang-kernel version sglang pins, or sglang built "
+        "for sglang-kernel 0.4.2 (and 4 more errors)")
+    summary = result["python_api"]["sglang"]
+    assert summary["unparsed"] == [] and summary["truncated"] is False and summary["start_modules"] > 400
+
+
+def test_sglang_0511_beside_sglang_kernel_042(cases):
+    result = check(cases[CASE_0511])
+    assert missing(result, "error") == []
+    assert result["compatible"] is True
+    # what is left are XPU code paths, imported only inside functions: warnings
+    assert missing(result, "warning") == [
+        ("sglang/srt/layers/attention/xpu_backend.py:23", "flash_mla_decode"),
+        ("sglang/srt/layers/attention/xpu_backend.py:23", "flash_mla_get_workspace_size"),
+        ("sglang/srt/layers/moe/moe_runner/triton_utils/fused_moe.py:895", "fused_experts"),
+        ("sglang/srt/layers/quantization/unquant.py:573", "fused_experts"),
+    ]
+    summary = result["python_api"]["sglang"]
+    assert summary["unparsed"] == [] and summary["truncated"] is False and summary["start_modules"] > 500
