@@ -483,10 +483,10 @@ def missing_name_finding(dists, miss, order=0):
     if miss.submodule:
         detail = "%s imports %s.%s (%s), which %s does not have" % (importer, miss.module, miss.name, where, exporter)
     else:
-        detail = "%s imports %s from %s (%s), which %s does not define" % (importer, miss.name, miss.module, where,
-                                                                          exporter)
+        detail = "%s imports %s from %s (%s), which %s does not define" % (
+            importer, miss.name, miss.module, where, exporter)
     if miss.protected:
-        detail += " (inside try/except ImportError: the code goes on without it)"
+        detail += " (under try/except ImportError: the server goes on without it)"
     elif miss.fallback:
         detail += " (in an except ImportError handler: it runs only when an import before it fails)"
     elif miss.lazy:

@@ -56,6 +56,29 @@ class MissingName:
 
 
 @dataclass(frozen=True)
+class Context:
+    """How a module or statement is reached: ``start`` (when the server starts, not when a function is
+    called), ``protected`` (an import on the way is inside a try catching ImportError: the failure is
+    caught there) and ``fallback`` (an import on the way is in such an ``except`` handler)."""
+
+    start: bool = True
+    protected: bool = False
+    fallback: bool = False
+
+    def rank(self):
+        """Stronger is worse for the server: at start beats lazily, unguarded beats guarded."""
+        return (self.start, not (self.protected or self.fallback))
+
+    def through(self, site, start=None):
+        """The context of what ``site`` (an ImportSite) imports from a module reached in this one."""
+        return Context(self.start if start is None else start, self.protected or site.protected,
+                       self.fallback or site.fallback)
+
+
+START = Context()
+
+
+@dataclass(frozen=True)
 class Unparsed:
     """A file of the closure that was not read: ``rel`` path and why."""
 
@@ -97,11 +120,11 @@ class _Walk:
         self.max_modules = max_modules
         self.found = {}                 # module name -> ModuleFile or None
         self.parsed = {}                # rel -> (import sites, ExportTable), (None, None) when unparsed
-        self.missing = []
+        self.missing = {}               # (importer, line, module, name) -> MissingName, in the order met
         self.unparsed = []
-        self.imported = {}              # module name -> True when imported at start, False when lazily
-        self.deferred = []              # modules past MAX_DEPTH, read after the current chain
-        self.later = []                 # (importer, ImportSite) made in function bodies of start modules
+        self.imported = {}              # module name -> Context.rank() of the strongest way it was reached
+        self.deferred = []              # (module, Context) past MAX_DEPTH, read after the current chain
+        self.later = []                 # (importer, ImportSite, Context): imports in function bodies
         self.truncated = False
 
     def module(self, name):
@@ -135,27 +158,27 @@ class _Walk:
     def table(self, mf):
         return self.facts(mf)[1] if mf.kind == SOURCE else None
 
-    def enter(self, name, start, depth):
+    def enter(self, name, ctx, depth):
         """Import ``name`` as Python does: its parent packages first (``import a.b`` runs ``a``), each of the
-        package's own modules not imported yet read at once, depth first, before the importer goes on.
-        ``start``: imported when the server starts (a module read lazily before is read again at start)."""
+        package's own modules not imported yet read at once, depth first, before the importer goes on.  A
+        module reached again in a stronger Context (unguarded where it was guarded) is read again in it."""
         parts = name.split(".")
         for i in range(1, len(parts) + 1):
             prefix = ".".join(parts[:i])
-            state = self.imported.get(prefix)
-            if state or (state is False and not start):
+            before = self.imported.get(prefix)
+            if before is not None and before >= ctx.rank():
                 continue
             mf = self.module(prefix)
             if mf is None or not self.is_own(mf):
                 return
-            if state is None and len(self.imported) >= self.max_modules:
+            if before is None and len(self.imported) >= self.max_modules:
                 self.truncated = True
                 return
-            self.imported[prefix] = start
+            self.imported[prefix] = ctx.rank()
             if depth >= MAX_DEPTH:
-                self.deferred.append(prefix)
+                self.deferred.append((prefix, ctx))
             else:
-                self.visit(prefix, start, depth + 1)
+                self.visit(prefix, ctx, depth + 1)
 
     # what a foreign module defines: True, False, or None (cannot be known)
     def star_exports(self, name, top, seen):
@@ -209,12 +232,17 @@ class _Walk:
             return None
         return False
 
-    def report(self, importer, site, parent, name, submodule, start):
-        self.missing.append(MissingName(
-            importer.rel, site.line, parent.name, name, parent.rel, tuple(sorted(self.owners_of(importer))),
-            tuple(sorted(self.owners_of(parent))), site.protected, submodule, not start, site.fallback))
+    def report(self, importer, parent, name, submodule, line, ctx):
+        """Record a missing name; met again in a stronger context, it keeps its place and takes that one."""
+        key = (importer.rel, line, parent.name, name)
+        before = self.missing.get(key)
+        if before is not None and Context(not before.lazy, before.protected, before.fallback).rank() >= ctx.rank():
+            return
+        self.missing[key] = MissingName(
+            importer.rel, line, parent.name, name, parent.rel, tuple(sorted(self.owners_of(importer))),
+            tuple(sorted(self.owners_of(parent))), ctx.protected, submodule, not ctx.start, ctx.fallback)
 
-    def check_chain(self, importer, site, start):
+    def check_chain(self, importer, site, ctx):
         """Walk ``a``, ``a.b``, ... of the imported module: follow own modules, check a foreign package has
         the next submodule.  Returns the ModuleFile of the whole module, or None when it was not found."""
         parts = site.module.split(".")
@@ -224,52 +252,59 @@ class _Walk:
             if mf is None:
                 if parent is not None and self.is_foreign(parent) and self.has_submodule(parent, parts[i - 1]) \
                         is False:
-                    self.report(importer, site, parent, parts[i - 1], True, start)
+                    self.report(importer, parent, parts[i - 1], True, site.line, ctx)
                 return None
             parent = mf
         return parent
 
-    def handle(self, importer, site, start, depth):
-        """One import statement of ``importer``: the package's own modules are read, the names taken from
-        another distribution checked."""
-        target = self.check_chain(importer, site, start)
+    def handle(self, importer, site, ctx, depth):
+        """One import statement of ``importer`` (``ctx``: the statement's own context): the package's own
+        modules are read, the names taken from another distribution checked."""
+        target = self.check_chain(importer, site, ctx)
         if target is None:
             return
         if self.is_own(target):
-            self.enter(site.module, start, depth)
+            self.enter(site.module, ctx, depth)
             for imported in site.names:
                 if imported != "*" and self.module(site.module + "." + imported) is not None:
-                    self.enter(site.module + "." + imported, start, depth)
+                    self.enter(site.module + "." + imported, ctx, depth)
         elif self.is_foreign(target):
             for imported in site.names:
                 if imported != "*" and self.defines(target, imported) is False:
-                    self.report(importer, site, target, imported, False, start)
+                    self.report(importer, target, imported, False, site.line, ctx)
 
-    def visit(self, name, start, depth):
+    def visit(self, name, ctx, depth):
         mf = self.module(name)
         sites = self.facts(mf)[0] if mf is not None and mf.kind == SOURCE else None
         for site in sites or ():
             if not site.module:
                 continue
-            if start and site.in_function:
-                self.later.append((mf, site))  # runs when the function is called: after the start closure
+            if ctx.start and site.in_function:
+                # runs when the function is called: after the start closure is whole
+                self.later.append((mf, site, ctx.through(site, start=False)))
             else:
-                self.handle(mf, site, start, depth)
+                self.handle(mf, site, ctx.through(site), depth)
+
+    def drain(self):
+        while self.deferred:
+            name, ctx = self.deferred.pop(0)
+            self.visit(name, ctx, 0)
 
     def run(self, entries):
         """The modules imported at start, depth first from each entry in turn (Python's order, so the first
         missing name met is the one the server stops at); then the imports made inside functions."""
         for entry in entries:
-            self.enter(entry, True, 0)
-            while self.deferred:
-                self.visit(self.deferred.pop(0), True, 0)
-        start_modules = len(self.imported)
-        for importer, site in self.later:
-            self.handle(importer, site, False, 0)
-            while self.deferred:
-                self.visit(self.deferred.pop(0), False, 0)
-        return ClosureResult(len(self.imported), start_modules, tuple(self.missing), tuple(self.unparsed),
-                             self.truncated)
+            self.enter(entry, START, 0)
+            self.drain()
+        start_modules = sum(1 for rank in self.imported.values() if rank[0])
+        done = 0
+        while done < len(self.later):  # reading a lazy module adds its own function-body imports
+            importer, site, ctx = self.later[done]
+            done += 1
+            self.handle(importer, site, ctx, 0)
+            self.drain()
+        return ClosureResult(len(self.imported), start_modules, tuple(self.missing.values()),
+                             tuple(self.unparsed), self.truncated)
 
 
 def missing_names(site, entries, own, owners, max_modules=MAX_MODULES):

@@ -226,6 +226,40 @@ def test_a_module_imported_lazily_first_and_at_start_later_is_start(tmp_path):
     assert [(m.name, m.lazy) for m in result.missing] == [("min_p_sampling_from_probs", False)]
 
 
+def test_a_guarded_import_guards_what_it_leads_to(tmp_path):
+    # the ImportError raised while importing optional_mod goes up to the try around its import
+    _venv, site = make_site(tmp_path, sglang={
+        "sglang/srt/layers/sampler.py": """
+            try:
+                from sglang.srt.layers import optional_mod
+            except ImportError:
+                from sglang.srt.layers import fallback_mod
+            """,
+        "sglang/srt/layers/optional_mod.py": "from sgl_kernel import optional_name\n",
+        "sglang/srt/layers/fallback_mod.py": "from sgl_kernel import fallback_only\n",
+        "sglang/srt/layers/quantization/awq.py": "",
+    })
+    got = {m.name: (m.protected, m.fallback, m.lazy) for m in walk(site).missing}
+    assert got == {"optional_name": (True, False, False), "fallback_only": (False, True, False)}
+
+
+def test_a_module_reached_guarded_then_unguarded_is_an_error(tmp_path):
+    _venv, site = make_site(tmp_path, sglang={
+        "sglang/srt/layers/sampler.py": """
+            try:
+                from sglang.srt.layers import optional_mod
+            except ImportError:
+                pass
+            def later():
+                from sglang.srt.layers import optional_mod
+            """,
+        "sglang/srt/layers/quantization/awq.py": "from sglang.srt.layers import optional_mod\n",
+        "sglang/srt/layers/optional_mod.py": "from sgl_kernel import optional_name\n",
+    })
+    (miss,) = walk(site).missing
+    assert (miss.name, miss.protected, miss.fallback, miss.lazy) == ("optional_name", False, False, False)
+
+
 def test_missing_submodule_of_another_distribution(tmp_path):
     _venv, site = make_site(tmp_path, sglang={
         "sglang/srt/layers/sampler.py": """
@@ -339,7 +373,7 @@ def test_abi_check_python_api_findings_and_message(tmp_path):
         ("error", "sglang/srt/layers/quantization/awq.py:6", "awq_marlin_repack", "sgl_kernel", ["sglang-kernel"]),
         ("warning", "sglang/srt/layers/sampler.py:6", "optional_kernel", "sgl_kernel", ["sglang-kernel"]),
     ]
-    assert missing[3]["detail"].endswith("(inside try/except ImportError: the code goes on without it)")
+    assert missing[3]["detail"].endswith("(under try/except ImportError: the server goes on without it)")
     summary = result["python_api"]["sglang"]
     assert summary["entries"] == ["sglang.launch_server", "sglang.srt.entrypoints.http_server"]
     assert summary["missing"] == 4 and summary["unparsed"] == [] and summary["truncated"] is False

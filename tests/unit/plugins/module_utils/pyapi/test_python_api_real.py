@@ -26,7 +26,7 @@ def cases():
     if os.environ.get("DFLASH_SKIP_REAL_WHEELS") == "1":
         pytest.skip("DFLASH_SKIP_REAL_WHEELS=1: the real-wheel python_api test is switched off")
     proc = subprocess.run([sys.executable, str(REPO / "tools" / "real_wheels.py"), "--print"], cwd=REPO,
-                          capture_output=True, text=True, timeout=1800)
+                          capture_output=True, text=True, timeout=1800, check=False)
     if proc.returncode != 0:
         pytest.fail("tools/real_wheels.py could not fetch the real wheels (set DFLASH_SKIP_REAL_WHEELS=1 to skip "
                     "this test on purpose):\n%s%s" % (proc.stdout[-3000:], proc.stderr[-3000:]))
