@@ -180,8 +180,12 @@ class _Walk:
             else:
                 self.visit(prefix, ctx, depth + 1)
 
-    # what a foreign module defines: True, False, or None (cannot be known)
     def star_exports(self, name, top, seen):
+        """The names ``from <name> import *`` binds, followed within the package ``top`` (None: unknown).
+
+        The import statement's rule (language reference, 7.11): ``__all__`` when the module defines it,
+        else every name in its namespace not starting with an underscore (its own star imports included).
+        """
         if name is None or name.split(".", 1)[0] != top:
             return None
         if name in seen:  # a cycle adds nothing new
@@ -202,6 +206,12 @@ class _Walk:
         return frozenset(out)
 
     def defines(self, mf, name):
+        """Whether ``from <mf> import name`` finds ``name``: True, False, or None (cannot be known).
+
+        ``importlib._bootstrap._handle_fromlist``: an attribute of the module, else (a package) the
+        submodule ``<mf>.name`` is imported; the attribute comes from the module's own bindings or
+        ``__all__`` or a star import it makes.
+        """
         if mf.is_package and self.module(mf.name + "." + name) is not None:
             return True
         if mf.kind != SOURCE:
@@ -221,8 +231,9 @@ class _Walk:
         return None if unknown else False
 
     def has_submodule(self, parent, child):
-        """False only when ``parent`` certainly has no submodule ``child`` (a regular package of another
-        distribution that neither sets ``__path__`` nor is dynamic)."""
+        """False only when ``parent`` certainly has no submodule ``child``: submodules are searched on the
+        package's ``__path__`` (``importlib._bootstrap._find_and_load_unlocked``), so a package that sets
+        ``__path__``, is dynamic, is a namespace package or is no package is not judged (None)."""
         if not parent.is_package or parent.kind != SOURCE:
             return None
         if self.module(parent.name + "." + child) is not None:
@@ -243,8 +254,9 @@ class _Walk:
             tuple(sorted(self.owners_of(parent))), ctx.protected, submodule, not ctx.start, ctx.fallback)
 
     def check_chain(self, importer, site, ctx):
-        """Walk ``a``, ``a.b``, ... of the imported module: follow own modules, check a foreign package has
-        the next submodule.  Returns the ModuleFile of the whole module, or None when it was not found."""
+        """Walk ``a``, ``a.b``, ... of the imported module, parents first as ``_find_and_load`` imports them;
+        report a foreign package that lacks the next submodule.  Returns the ModuleFile of the whole module,
+        or None when it was not found."""
         parts = site.module.split(".")
         parent = None
         for i in range(1, len(parts) + 1):
