@@ -1,0 +1,182 @@
+"""Root never follows the service user, and nothing reaches the env file unchecked (docs/security.md).
+
+Against ct200 with one deploy reused by every case, in order (each case leaves ct200 deployed):
+
+  a. the service user's symlink attack: /var/lib/dflash and /var/cache/dflash as earlier versions left
+     them (sglang:sglang 0750), and as sglang: qwen3-8b's state directory replaced by a symlink to a
+     root-owned canary directory, one planted for an instance not deployed yet. The deploy is refused
+     before any change, naming both paths; the canary keeps its owner and mode; the server runs on.
+  b. after a deploy /var/lib/dflash and /var/cache/dflash are root's, 0755.
+  c. a newline in an `environment` value and in an `extra_args` item: refused before any change; the
+     env file's bytes and the server's /proc/<MainPID>/environ are unchanged.
+  d. `chmod 0777` on the layout (and the old sglang-owned parents): the next deploy puts every mode
+     back and says so ("host layout: ... put back"); a value with quotes, `$`, backslash and `%`
+     reaches the server's environment byte for byte; a second deploy changes nothing.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import time
+
+import pytest
+from conftest import REPO, VENV_BIN, ansible_env, lab
+
+HOST = "ct200"
+INSTANCE = {"name": "qwen3-8b", "gpus": [1], "port": 30001, "model_path": "/srv/models/Qwen3-8B",
+            "draft_model_path": "/srv/models/Qwen3-8B-DFlash-b16", "served_model_name": "qwen3-8b-dflash",
+            "extra_args": ["--disable-cuda-graph"]}
+QUOTING = "%h $(id) `id` 'q\" \\ x  100%"
+LAYOUT = ["/opt/dflash", "/opt/dflash/instances", "/opt/dflash/instances/qwen3-8b", "/opt/dflash/bin",
+          "/opt/dflash/cache", "/etc/dflash", "/var/lib/dflash", "/var/cache/dflash"]
+TIMES: dict[str, float] = {}
+
+
+def host():
+    return next(h for h in lab.hosts() if h.name == HOST)
+
+
+def sh(script: str, check=True) -> str:
+    return lab.hexec(host(), script, check=check).stdout
+
+
+def deploy(*extra, label) -> dict:
+    """deploy_dflash.yml -l ct200 with the JSON callback; returns {rc, stats, failed: [msg], results: {task: [...]}}."""
+    t0 = time.monotonic()
+    proc = subprocess.run([str(VENV_BIN / "ansible-playbook"), "playbooks/deploy_dflash.yml", "-l", HOST, *extra],
+                          cwd=REPO, env=ansible_env(), capture_output=True, text=True, timeout=900)
+    TIMES[label] = round(time.monotonic() - t0, 1)
+    try:
+        out = json.loads(proc.stdout)
+    except json.JSONDecodeError:
+        raise AssertionError(f"rc {proc.returncode}\n{proc.stdout[-4000:]}\n{proc.stderr[-2000:]}") from None
+    failed, results, changed = [], {}, []
+    for play in out["plays"]:
+        for task in play["tasks"]:
+            res = task["hosts"].get(HOST)
+            if res is None:
+                continue
+            results.setdefault(task["task"]["name"], []).append(res)
+            if res.get("changed"):
+                changed.append(task["task"]["name"])
+            if res.get("failed") and not res.get("ignore_errors"):
+                failed.append(res.get("msg") or "")
+                failed += [r.get("msg") or "" for r in res.get("results") or [] if r.get("failed")]
+    return {"rc": proc.returncode, "stats": out["stats"][HOST], "failed": failed, "results": results,
+            "changed": changed}
+
+
+def with_instances(*instances, environment=None) -> list:
+    return ["-e", json.dumps({"sglang_service_instances": list(instances),
+                              **({"sglang_service_environment": environment} if environment else {})})]
+
+
+def server_state() -> dict:
+    """What must not change when a deploy is refused: the env file, the server's process and environment."""
+    pid = sh("systemctl show -p MainPID --value sglang-dflash@qwen3-8b.service").strip()
+    environ = sh(f"runuser -u sglang -- cat /proc/{pid}/environ | base64 -w0")
+    env_file = sh("base64 -w0 /etc/dflash/qwen3-8b.env")
+    tree = sh("find /opt/dflash/instances /etc/dflash /etc/systemd/system -printf '%p %U %G %m %l\\n' | sort")
+    return {"pid": pid, "environ": environ, "env_file": env_file,
+            "tree": hashlib.sha256(tree.encode()).hexdigest()}
+
+
+def refused_before_any_change(out):
+    assert out["rc"] != 0, out["stats"]
+    assert out["changed"] == [] and out["stats"]["changed"] == 0, out["changed"]
+
+
+def stat(path: str) -> str:
+    return sh(f"stat -c '%U:%G %a' {path}").strip()
+
+
+CLEANUP = """
+for d in /var/lib/dflash /var/cache/dflash; do
+  if [ -L $d/qwen3-8b ]; then rm $d/qwen3-8b; fi
+  if [ -d $d/qwen3-8b.old ]; then mv $d/qwen3-8b.old $d/qwen3-8b; fi
+  rm -f $d/future
+done
+rm -rf /etc/canary-dir /etc/canary-future
+"""
+
+
+@pytest.fixture(scope="module")
+def deployed():
+    out = deploy(label="first deploy")
+    assert out["rc"] == 0, out["failed"]
+    yield out
+    sh(CLEANUP, check=False)
+    print(f"\ntest_security deploy times (s): {TIMES}")
+
+
+def test_state_and_cache_parents_are_roots_after_a_deploy(deployed):
+    assert stat("/var/lib/dflash") == "root:root 755"
+    assert stat("/var/cache/dflash") == "root:root 755"
+    assert stat("/var/lib/dflash/qwen3-8b") == "sglang:sglang 750"
+
+
+def test_planted_symlinks_are_refused_before_any_change(deployed):
+    # The host as earlier versions left it, and what the service user could then do.
+    sh("""
+    mkdir -p /etc/canary-dir /etc/canary-future; chmod 0755 /etc/canary-dir /etc/canary-future
+    chown sglang:sglang /var/lib/dflash /var/cache/dflash; chmod 0750 /var/lib/dflash /var/cache/dflash
+    runuser -u sglang -- sh -c 'mv /var/lib/dflash/qwen3-8b /var/lib/dflash/qwen3-8b.old &&
+      ln -s /etc/canary-dir /var/lib/dflash/qwen3-8b && ln -s /etc/canary-future /var/cache/dflash/future'
+    """)
+    try:
+        before = server_state()
+        future = {**INSTANCE, "name": "future", "gpus": [2], "port": 30002, "served_model_name": "future"}
+        out = deploy(*with_instances(INSTANCE, future), label="refused: symlinks")
+        refused_before_any_change(out)
+        message = "; ".join(out["failed"])
+        assert "host layout: /var/lib/dflash/qwen3-8b is a symlink (-> /etc/canary-dir) made by sglang" in message
+        assert "host layout: /var/cache/dflash/future is a symlink (-> /etc/canary-future) made by sglang" in message
+        assert "\n" not in message
+        assert stat("/etc/canary-dir") == "root:root 755"
+        assert stat("/etc/canary-future") == "root:root 755"
+        assert server_state() == before
+    finally:
+        sh(CLEANUP)
+
+
+def test_a_newline_in_environment_or_extra_args_is_refused_before_any_change(deployed):
+    before = server_state()
+    bad = {**INSTANCE, "extra_args": ["--disable-cuda-graph\nINJECTED_BY_EXTRA_ARGS=1"],
+           "environment": {"X_NOTE": "a\nSGLANG_API_KEY="}}
+    out = deploy(*with_instances(bad, environment={"LD_PRELOAD_NOTE": "x\nLD_PRELOAD=/tmp/x.so"}),
+                 label="refused: newlines")
+    refused_before_any_change(out)
+    message = "; ".join(out["failed"])
+    assert "instance qwen3-8b: extra_args[0] holds a newline" in message
+    assert "instance qwen3-8b: environment X_NOTE holds a newline" in message
+    assert "sglang_service_environment LD_PRELOAD_NOTE holds a newline" in message
+    assert "LD_PRELOAD=" not in message and "SGLANG_API_KEY=" not in message  # values are not repeated
+    assert server_state() == before
+
+
+def test_a_loosened_layout_is_put_back_and_reported(deployed):
+    sh("chmod 0777 " + " ".join(LAYOUT) + "; chown sglang:sglang /var/lib/dflash /var/cache/dflash")
+    out = deploy(*with_instances(INSTANCE, environment={"DFLASH_QUOTING": QUOTING}), label="layout put back")
+    assert out["rc"] == 0, out["failed"]
+    for path in LAYOUT:  # /opt/dflash/cache: go-w (the rest is the uv cache's role's)
+        assert stat(path) == ("root:sglang 750" if path == "/etc/dflash" else "root:root 755"), path
+    reports = [res["ansible_facts"]["dflash_deploy_report"] for name, results in out["results"].items()
+               if name.endswith("Report the release and what it serves") for res in results]
+    changes = [line for report in reports for line in report["changes"]]
+    assert "host layout: /opt/dflash mode 0777 -> 0755 put back" in changes, changes
+    uid, gid = sh("id -u sglang; id -g sglang").split()
+    assert f"host layout: /var/lib/dflash owner {uid} -> 0, group {gid} -> 0, mode 0777 -> 0755 put back" in changes
+    assert "host layout: /opt/dflash/cache mode 0777 -> 0755 put back" in changes, changes
+    # The env file's quoting reaches the server as the value itself (systemd's EnvironmentFile= rules).
+    pid = sh("systemctl show -p MainPID --value sglang-dflash@qwen3-8b.service").strip()
+    environ = sh(f"runuser -u sglang -- cat /proc/{pid}/environ").split("\0")
+    assert f"DFLASH_QUOTING={QUOTING}" in environ
+    assert "SGLANG_EXTRA_ARGS=--disable-cuda-graph" in environ and "SGLANG_PORT=30001" in environ
+    # Every variable of the env file, read as sh reads it, is what the server runs with.
+    env_as_sh = sh("env -i sh -c 'set -a; . /etc/dflash/qwen3-8b.env; unset PATH PWD SHLVL _; /usr/bin/env -0'")
+    env_as_sh = env_as_sh.split("\0")
+    assert set(filter(None, env_as_sh)) <= set(environ)
+    # Re-run: nothing to put back, nothing changed.
+    again = deploy(*with_instances(INSTANCE, environment={"DFLASH_QUOTING": QUOTING}), label="second deploy")
+    assert again["rc"] == 0 and again["stats"]["changed"] == 0, again["stats"]
