@@ -20,7 +20,8 @@ DIR = {"exists": True, "isdir": True, "islnk": False, "uid": 0, "pw_name": "root
 
 
 def marker(**kw):
-    return base64.b64encode(json.dumps({"release_id": "5c1e0a9b3d2f4e61", "torch": "2.11.0+cu130", **kw}).encode()).decode()
+    text = json.dumps({"release_id": "5c1e0a9b3d2f4e61", "torch": "2.11.0+cu130", **kw})
+    return base64.b64encode(text.encode()).decode()
 
 
 def errors(link=None, target=None, mark=None):

@@ -72,8 +72,10 @@ def test_the_script_end_to_end(tmp_path):
     owner = tmp_path / "owner"
     owner.write_text(HOLDER)
     req = {"owner": str(owner), "token": "other", "timeout": 0.3, "interval": 0.1}
-    proc = subprocess.run([sys.executable, str(SCRIPT), json.dumps(req)], capture_output=True, text=True, timeout=30)
+    proc = subprocess.run([sys.executable, str(SCRIPT), json.dumps(req)], capture_output=True, text=True,
+                          timeout=30, check=False)
     assert proc.returncode == 1 and json.loads(proc.stdout)["holder"] == HOLDER
     req["token"] = "20261201T101500-42"
-    proc = subprocess.run([sys.executable, str(SCRIPT), json.dumps(req)], capture_output=True, text=True, timeout=30)
+    proc = subprocess.run([sys.executable, str(SCRIPT), json.dumps(req)], capture_output=True, text=True,
+                          timeout=30, check=False)
     assert proc.returncode == 0 and json.loads(proc.stdout)["held"] is True

@@ -73,9 +73,11 @@ def test_the_key_travels_in_no_argument_and_no_environment(tmp_path):
                "timeout": 2, "interval": 0.2, "max_restarts": 0}
     try:
         without = subprocess.run([sys.executable, str(SCRIPT), json.dumps(request)], capture_output=True,
-                                 text=True, env={"PATH": "/usr/bin:/bin", "DFLASH_API_KEY": key}, timeout=30)
+                                 text=True, env={"PATH": "/usr/bin:/bin", "DFLASH_API_KEY": key}, timeout=30,
+                                 check=False)
         with_file = subprocess.run([sys.executable, str(SCRIPT), json.dumps({**request, "env_file": str(env)})],
-                                   capture_output=True, text=True, env={"PATH": "/usr/bin:/bin"}, timeout=30)
+                                   capture_output=True, text=True, env={"PATH": "/usr/bin:/bin"}, timeout=30,
+                                   check=False)
     finally:
         server.shutdown()
     assert without.returncode == 1 and "answered 401" in json.loads(without.stdout)["reason"]
