@@ -41,6 +41,7 @@ MANAGED = {
     "CUDA_VISIBLE_DEVICES": "gpus", "CUDA_HOME": "sglang_service_cuda_home", "PATH": "sglang_service_path",
     "HOME": "sglang_service_state_dir", "XDG_CACHE_HOME": "sglang_service_cache_dir",
     "TRITON_CACHE_DIR": "sglang_service_cache_dir", "FLASHINFER_WORKSPACE_BASE": "sglang_service_cache_dir",
+    "TVM_FFI_CACHE_DIR": "sglang_service_cache_dir", "CUDA_DEVICE_ORDER": "gpus (nvidia-smi's PCI order)",
     "SGLANG_MODEL_PATH": "model_path", "SGLANG_DRAFT_MODEL_PATH": "draft_model_path",
     "SGLANG_SERVED_MODEL_NAME": "served_model_name", "SGLANG_HOST": "host", "SGLANG_PORT": "port",
     "SGLANG_SPECULATIVE_ALGORITHM": "speculative_algorithm", "SGLANG_NUM_DRAFT_TOKENS": "num_draft_tokens",
