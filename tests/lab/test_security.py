@@ -159,15 +159,19 @@ def test_a_loosened_layout_is_put_back_and_reported(deployed):
     sh("chmod 0777 " + " ".join(LAYOUT) + "; chown sglang:sglang /var/lib/dflash /var/cache/dflash")
     out = deploy(*with_instances(INSTANCE, environment={"DFLASH_QUOTING": QUOTING}), label="layout put back")
     assert out["rc"] == 0, out["failed"]
-    for path in LAYOUT:  # /opt/dflash/cache: go-w (the rest is the uv cache's role's)
-        assert stat(path) == ("root:sglang 750" if path == "/etc/dflash" else "root:root 755"), path
+    want = {"/etc/dflash": "root:sglang 750", "/opt/dflash/cache": "root:root 700"}
+    for path in LAYOUT:
+        assert stat(path) == want.get(path, "root:root 755"), path
     reports = [res["ansible_facts"]["dflash_deploy_report"] for name, results in out["results"].items()
                if name.endswith("Report the release and what it serves") for res in results]
     changes = [line for report in reports for line in report["changes"]]
     assert "host layout: /opt/dflash mode 0777 -> 0755 put back" in changes, changes
     uid, gid = sh("id -u sglang; id -g sglang").split()
     assert f"host layout: /var/lib/dflash owner {uid} -> 0, group {gid} -> 0, mode 0777 -> 0755 put back" in changes
-    assert "host layout: /opt/dflash/cache mode 0777 -> 0755 put back" in changes, changes
+    assert "host layout: /opt/dflash/cache mode 0777 -> 0700 put back" in changes, changes
+    # uv's lock files are 0666: nobody but root can reach them now.
+    held = sh("runuser -u sglang -- sh -c 'exec 9>>/opt/dflash/cache/uv/.lock' 2>&1; echo rc=$?", check=False)
+    assert "Permission denied" in held and "rc=0" not in held, held
     # The env file's quoting reaches the server as the value itself (systemd's EnvironmentFile= rules).
     pid = sh("systemctl show -p MainPID --value sglang-dflash@qwen3-8b.service").strip()
     environ = sh(f"runuser -u sglang -- cat /proc/{pid}/environ").split("\0")
