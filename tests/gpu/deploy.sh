@@ -64,6 +64,10 @@ if ! command -v systemd-analyze >/dev/null; then
   printf '#!/bin/sh\necho "systemd-analyze: no systemd on this host (tests/gpu stub): not verified" >&2\nexit 0\n' \
     > "$WORK/stub/systemd-analyze"
   chmod +x "$WORK/stub/systemd-analyze"
+  # the role runs it by absolute path with its own PATH (config.yml): on a throwaway GPU host only
+  if [ -z "$ROOT" ] && command -v nvidia-smi >/dev/null && [ ! -e /usr/bin/systemd-analyze ]; then
+    install -m 0755 "$WORK/stub/systemd-analyze" /usr/bin/systemd-analyze
+  fi
   log "systemd-analyze stubbed (exit 0): unit files not verified by systemd"
 fi
 export PATH="$WORK/bin:$WORK/stub:$PATH"

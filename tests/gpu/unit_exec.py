@@ -134,6 +134,9 @@ def main() -> int:
     ap.add_argument("--stop-timeout", type=float, default=20)
     ap.add_argument("--keep-running", action="store_true",
                     help="leave the server running once it answers (the caller stops its process group, pid)")
+    ap.add_argument("--ready", nargs=argparse.REMAINDER, default=None,
+                    help="last: the argv of a readiness command (the role's dflash_ready.py) that decides "
+                         "instead of this script's own polling: ready when it exits 0")
     ap.add_argument("--extra-file", action="append", default=[],
                     help="a file the process writes (e.g. the kernel hook's JSON), read into the result")
     opts = ap.parse_args()
@@ -199,7 +202,25 @@ def main() -> int:
     port = env.get(opts.wait_port_env)
     res["port"] = port
     answers: dict = {}
-    if port:
+    if opts.ready:
+        # the role's own readiness decides; it knows nothing of the process, so it is stopped
+        # when the server exits first
+        ready = subprocess.Popen(opts.ready, stdout=subprocess.PIPE, text=True)
+        while ready.poll() is None and proc.poll() is None:
+            time.sleep(0.5)
+        if ready.poll() is None:
+            ready.kill()
+        out = ready.communicate()[0]
+        try:
+            verdict = json.loads(out.strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            verdict = {"stdout": out[-2000:]}
+        answers["ready"] = {"rc": ready.returncode, "result": verdict, "after_s": round(time.monotonic() - start, 2)}
+        if ready.returncode == 0:
+            answers["health_generate"] = {"status": 200, "after_s": answers["ready"]["after_s"],
+                                          "by": "readiness command"}
+            answers["v1_models"] = {"status": 200, "models": verdict.get("models")}
+    elif port:
         base = "http://127.0.0.1:%s" % port
         deadline = start + opts.timeout
         while time.monotonic() < deadline:

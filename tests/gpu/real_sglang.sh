@@ -1,0 +1,329 @@
+#!/usr/bin/env bash
+# REAL SGLang with real DFlash, deployed by the collection on a GPU host (issue 21 item 4): a real
+# torch 2.11.0+cu130 reference venv, a real NVIDIA driver, no systemd, no network.
+#
+#   tests/gpu/real_sglang.sh       # from the repo root; results in $OUT (default /tmp/real-sglang-out)
+#
+# Inputs (git-ignored, carried in .gpu-carry/; docs/validation.md has the recipe):
+#   .gpu-carry/wheels-*.tar.xz   real wheels (cp312, manylinux x86_64) packed by tests/gpu/wheel_transport.py:
+#                                sglang 0.5.11 (and 0.5.9), sglang-kernel 0.4.2 reduced by reduce_wheel.py to its
+#                                Python files + sgl_kernel/sm90/common_ops.abi3.so, flashinfer-python
+#                                0.6.8.post1, apache-tvm-ffi, transformers 5.6.0, tokenizers 0.22.2 and the
+#                                small wheels of sglang's import closure the machine's venv lacks
+#   .gpu-carry/whl/              ansible-core 2.19 and what it needs (py3.12 wheels)
+#   .gpu-carry/jit-cache-sm90.tar.gz   tvm-ffi and Triton JIT build trees of an earlier run (sm_90)
+#
+# Steps (STEPS, default wheels,stage,deploy,serve,warm):
+#   wheels  rebuild the carried wheels; tests/gpu/standin_wheels.py completes the wheelhouse so that
+#           sglang 0.5.11's full requirement closure resolves offline (stand-ins, see that script): the
+#           names the reference venv holds are bundled from it (real), the rest stay stand-ins
+#   stage   playbooks/stage_artifacts.yml from $VENV: the bundle = torch's closure + those names
+#   deploy  playbooks/deploy_dflash.yml, dflash_source=upstream, sglang_venv_source=wheelhouse, one
+#           instance `tiny` (tiny random Qwen3 target + DFlash draft, make_tiny_model.py) on GPU 0;
+#           systemd-only tasks skipped by tag (switch, readiness, absent), as tests/gpu/deploy.sh does
+#   serve   `current` flipped as switch.yml would; the unit's ExecStart run as systemd would
+#           (unit_exec.py) with the role's own readiness script (dflash_ready.py) deciding; then
+#           sglang_client.py: /generate, /v1/completions, /v1/chat/completions. In order:
+#           1 tiny (DFLASH) with empty JIT caches; 2 tiny-plain (no draft; written by a config-only
+#           play) with jit-cache-sm90.tar.gz restored into its cache dirs first; the greedy outputs
+#           of 1 and 2 compared token for token
+#   warm    3 tiny restarted: its own JIT caches (kept in /var/cache/dflash/tiny) are warm
+# Rehearsal without a GPU: ROOT=/tmp/rh VENV=<any venv> STEPS=wheels,deploy
+#   EXTRA_SKIP=preflight,cuda_overlay,sglang_service_verify SGLANG_PY=<a python3.12>
+set -uo pipefail
+REPO=$(cd "$(dirname "$0")/../.." && pwd)
+VENV=${VENV:-/opt/torch/.venv}
+CARRY=${CARRY:-$REPO/.gpu-carry}
+OUT=${OUT:-/tmp/real-sglang-out}
+WORK=${WORK:-/tmp/realsgl}
+STEPS=${STEPS:-wheels,stage,deploy,serve,warm}
+ROOT=${ROOT:-}
+EXTRA_SKIP=${EXTRA_SKIP:-}
+SGLANG_PY=${SGLANG_PY:-/usr/bin/python3}
+READY_TIMEOUT=${READY_TIMEOUT:-420}
+SKIP_SYSTEMD=sglang_service_switch,sglang_service_readiness,sglang_service_absent${EXTRA_SKIP:+,$EXTRA_SKIP}
+RES=$WORK/results
+rm -rf "$RES" && mkdir -p "$OUT" "$RES"
+log() { printf '[real-sglang %4ds] %s\n' "$SECONDS" "$*" | tee -a "$RES/steps.log" "$OUT/progress.log"; }
+has() { [[ ",$STEPS," == *",$1,"* ]]; }
+PY=$VENV/bin/python3
+BASE=$ROOT/opt/dflash STATE=$ROOT/var/lib/dflash CACHE=$ROOT/var/cache/dflash CONF=$ROOT/etc/dflash
+
+# -- ansible on the machine (as tests/gpu/deploy.sh)
+if [ ! -d "$WORK/site/ansible" ] && ! "$PY" -c "import ansible" 2>/dev/null; then
+  "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$WORK/site" "$CARRY"/whl/*.whl || exit 3
+fi
+mkdir -p "$WORK/bin" "$WORK/stub" "$WORK/coll/ansible_collections/dflash"
+ln -sfn "$REPO" "$WORK/coll/ansible_collections/dflash/deploy"
+printf '#!%s\nimport sys\nsys.path.insert(0, "%s")\nfrom ansible.cli.playbook import main\nsys.exit(main())\n' \
+  "$PY" "$WORK/site" > "$WORK/bin/ansible-playbook"
+chmod +x "$WORK/bin/ansible-playbook"
+if ! command -v systemd-analyze >/dev/null; then
+  printf '#!/bin/sh\necho "systemd-analyze: no systemd on this host (tests/gpu stub): not verified" >&2\nexit 0\n' \
+    > "$WORK/stub/systemd-analyze"
+  chmod +x "$WORK/stub/systemd-analyze"
+  # the role runs it by absolute path with its own PATH (config.yml): on a throwaway GPU host only
+  if [ -z "$ROOT" ] && command -v nvidia-smi >/dev/null && [ ! -e /usr/bin/systemd-analyze ]; then
+    install -m 0755 "$WORK/stub/systemd-analyze" /usr/bin/systemd-analyze
+  fi
+fi
+UV=$(command -v uv || echo "$REPO/.venv/bin/uv")
+export PATH="$WORK/bin:$WORK/stub:$PATH"
+export ANSIBLE_CONFIG="$REPO/ansible.cfg" ANSIBLE_COLLECTIONS_PATH="$WORK/coll"
+export ANSIBLE_CALLBACK_PLUGINS="$REPO/tests/gpu/callback_plugins" ANSIBLE_CALLBACKS_ENABLED=gpu_record
+export ANSIBLE_FORCE_COLOR=0 ANSIBLE_NOCOLOR=1 ANSIBLE_LOCALHOST_WARNING=0
+NVCC=$(command -v nvcc || ls /usr/local/cuda/bin/nvcc 2>/dev/null || true)
+CUDA_HOME_HOST=${NVCC:+$(dirname "$(dirname "$NVCC")")}
+log "nvcc: ${NVCC:-none}; uv: $UV; $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null)"
+
+# -- the wheelhouse: the carried real wheels, completed by stand-ins
+WH=$WORK/wheelhouse
+if has wheels; then
+  rm -rf "$WORK/dl" "$WH" && mkdir -p "$WH"
+  python3 "$REPO/tests/gpu/wheel_transport.py" unpack "$CARRY"/wheels-*.tar.xz --out "$WORK/dl" > "$RES/wheels.log" \
+    || { log "wheels: rebuild failed"; tail -3 "$RES/wheels.log"; exit 3; }
+  cp "$WORK/dl"/*.whl "$WH/" && rm -f "$WH"/sglang-0.5.9-*.whl
+  REF=; [ -x "$PY" ] && REF=--reference-venv=$VENV
+  # jsonschema (sglang's serving_chat) and dill (custom_logit_processor) are imported by sglang but
+  # reach its closure only through requirements that are stand-ins here (outlines, datasets)
+  "$PY" "$REPO/tests/gpu/standin_wheels.py" --wheelhouse "$WH" --root sglang==0.5.11 --root jsonschema \
+    --root dill $REF --out "$WH" --json "$RES/standins.json" 2>&1 | tee -a "$RES/steps.log"
+  log "wheels: $(ls "$WH" | wc -l) in the wheelhouse"
+fi
+DISTS=$(python3 -c 'import json,sys; print(json.dumps(json.load(open(sys.argv[1]))["bundle"]))' "$RES/standins.json" \
+  2>/dev/null || echo '["torch"]')
+[ "$DISTS" = "[]" ] && DISTS='["torch"]'
+
+# -- inputs: tiny target and draft (standard library, deterministic), the DFlash tree placeholder
+MODELS=$ROOT/srv/models/tiny
+[ -f "$MODELS/MANIFEST.json" ] || python3 "$REPO/tests/gpu/make_tiny_model.py" --out "$MODELS" | tail -1 | tee -a "$RES/steps.log"
+chmod -R a+rX "$ROOT/srv/models"
+# stage_artifacts.yml captures the DFlash tree whenever the controller lacks one, also with
+# dflash_source=upstream, which never uses it; the reference venv here has no sglang to capture
+mkdir -p "$WORK/artifacts/dflash-src/python/sglang"
+[ -f "$WORK/artifacts/dflash-src/python/pyproject.toml" ] || \
+  printf '# placeholder: dflash_source=upstream uses no DFlash tree (tests/gpu/real_sglang.sh)\n' \
+  > "$WORK/artifacts/dflash-src/python/pyproject.toml"
+
+cat > "$WORK/inventory.yml" <<EOF
+all:
+  vars:
+    ansible_connection: local
+    ansible_python_interpreter: /usr/bin/python3
+    ansible_become: false
+  children:
+    dflash_reference:
+      hosts:
+        gpu-reference:
+    dflash_targets:
+      hosts:
+        gpu-target:
+EOF
+EXTRA='["--dtype", "bfloat16", "--sampling-backend", "pytorch", "--grammar-backend", "none",
+  "--disable-cuda-graph", "--disable-piecewise-cuda-graph", "--mem-fraction-static", "0.2",
+  "--max-total-tokens", "65536", "--max-running-requests", "8", "--context-length", "4096"]'
+ENVS='{"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_HUB_DISABLE_TELEMETRY": "1",
+  "TVM_FFI_DISABLE_TORCH_C_DLPACK": "1", "SGLANG_HEALTH_CHECK_TIMEOUT": "300"}'
+instance_json() {  # NAME PORT DRAFT(0|1)
+  if [ "$3" = 1 ]; then
+    printf '{"name": "%s", "gpus": [0], "port": %s, "model_path": "%s/target", "draft_model_path": "%s/draft",
+      "served_model_name": "%s", "attention_backend": "triton", "num_draft_tokens": 16,
+      "extra_args": %s, "environment": %s}' "$1" "$2" "$MODELS" "$MODELS" "$1" \
+      "$(echo "$EXTRA" | sed 's/]$/, "--speculative-draft-attention-backend", "triton"]/')" "$ENVS"
+  else
+    printf '{"name": "%s", "gpus": [0], "port": %s, "model_path": "%s/target", "served_model_name": "%s",
+      "attention_backend": "triton", "extra_args": %s, "environment": %s}' "$1" "$2" "$MODELS" "$1" "$EXTRA" "$ENVS"
+  fi
+}
+write_vars() {  # FILE INSTANCE_JSON: the vars of a play, with the instance facts instances.yml would set
+  python3 - "$1" "$2" "$REPO/roles/sglang_service/defaults/main.yml" <<EOF
+import json, sys, yaml
+path, inst, defaults = sys.argv[1:4]
+v = {
+  "dflash_source": "upstream",
+  "sglang_venv_sglang_version": "0.5.11",
+  "sglang_venv_requirements": ["sglang==0.5.11", "jsonschema", "dill"],
+  "stage_artifacts_dir": "$WORK/artifacts",
+  "stage_artifacts_reference_venv": "$VENV",
+  "stage_artifacts_reference_python": "/usr/bin/python3",
+  "stage_artifacts_remote_dir": "$BASE/artifacts/stage",
+  "stage_artifacts_distributions": $DISTS,
+  "sglang_venv_base_dir": "$BASE",
+  "kernel_pin_uv_path": "$BASE/tools/uv",
+  "cuda_overlay_uv_path": "$BASE/tools/uv",
+  "sglang_service_base_dir": "$BASE",
+  "cuda_overlay_artifacts_dir": "$BASE/artifacts",
+  "dflash_overlay_artifacts_dir": "$BASE/artifacts",
+  "sglang_service_config_dir": "$CONF",
+  "sglang_service_state_dir": "$STATE",
+  "sglang_service_cache_dir": "$CACHE",
+  "sglang_service_cuda_home": "${CUDA_HOME_HOST:-/usr/local/cuda}",
+  "sglang_service_path": "${CUDA_HOME_HOST:-/usr/local/cuda}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+  "dflash_reference_venv": "$VENV",
+  "cuda_overlay_bundle_controller_path": "$WORK/artifacts/cuda-cu130.tar",
+  "dflash_overlay_source_dir": "$WORK/artifacts/dflash-src",
+  "sglang_venv_source": "wheelhouse",
+  "sglang_venv_wheelhouse_controller_dir": "$WH",
+  "sglang_venv_uv_controller_path": "$UV",
+  "sglang_venv_python": "$SGLANG_PY",
+  "sglang_venv_keep_releases": 3,
+  "sglang_service_preflight_min_free_gb": 5,
+  "sglang_service_verify_import_timeout": 300,
+  "sglang_service_lock_wait": 60,
+  "sglang_service_instances": [json.loads(inst)],
+}
+d = yaml.safe_load(open(defaults))["sglang_service_instance_defaults"]
+every = [dict(d, **i) for i in v["sglang_service_instances"]]
+v["_sglang_service_all"] = every
+v["_sglang_service_present"] = [i for i in every if i["state"] == "present"]
+v["_sglang_service_absent"] = []
+json.dump(v, open(path, "w"), indent=1)
+EOF
+}
+play() {  # NAME VARS PLAYBOOK ARGS...
+  local name=$1 vars=$2 book=$3; shift 3
+  local s; s=$(date +%s%N)
+  GPU_RECORD_FILE="$RES/$name.jsonl" ansible-playbook -i "$WORK/inventory.yml" -e "@$vars" \
+    "$REPO/playbooks/$book" "$@" > "$RES/$name.log" 2>&1
+  local rc=$?
+  log "$name: rc=$rc in $(( ($(date +%s%N) - s) / 1000000 )) ms; $(grep -A3 'PLAY RECAP' "$RES/$name.log" | tail -n +2 | tr -s ' ' | tr '\n' ' ')"
+  grep -E '^(fatal|failed):' -A6 "$RES/$name.log" | grep -E 'fatal|failed|msg' | cut -c1-2500 | head -6 | tee -a "$RES/steps.log"
+  return $rc
+}
+write_vars "$WORK/vars.json" "$(instance_json tiny 30001 1)"
+
+if has stage; then
+  # The machine's venv differs from its RECORDs here and there: a __pycache__/*.pyc named but gone
+  # (httpx 0.28.1), a file changed after its install (certifi's cacert.pem). site_packages_transplant
+  # refuses to pack or to apply such a distribution. Compile the .pyc back and write the file's hash
+  # as it is now into RECORD (torch, triton, nvidia-* and cuda-* are not rehashed: they packed as is).
+  "$PY" - "$VENV" "$DISTS" <<'PYC' | tee -a "$RES/steps.log"
+import base64, csv, glob, hashlib, io, json, os, py_compile, sys
+from importlib import metadata as md
+venv, names = sys.argv[1], set(json.loads(sys.argv[2]))
+sp = glob.glob(venv + "/lib/python3*/site-packages")[0]
+compiled, rehashed = [], []
+for d in md.distributions(path=[sp]):
+    name = d.metadata["Name"].lower().replace("_", "-")
+    if name not in names:
+        continue
+    rec_path = [str(f) for f in d.files or [] if str(f).endswith(".dist-info/RECORD")]
+    rows = list(csv.reader((d.read_text("RECORD") or "").splitlines()))
+    changed = False
+    for row in rows:
+        rel = row[0] if row else ""
+        path = os.path.join(sp, rel)
+        if "/__pycache__/" in rel and rel.endswith(".pyc") and not os.path.exists(path):
+            src = os.path.join(os.path.dirname(os.path.dirname(path)), os.path.basename(path).split(".")[0] + ".py")
+            if os.path.exists(src):
+                py_compile.compile(src, cfile=path, doraise=True)
+                compiled.append(rel)
+        elif (len(row) > 2 and row[1].startswith("sha256=") and os.path.isfile(path)
+              and not name.startswith(("torch", "triton", "nvidia-", "cuda-"))):
+            data = open(path, "rb").read()
+            digest = "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+            if digest != row[1]:
+                row[1], row[2] = digest, str(len(data))
+                rehashed.append(rel)
+                changed = True
+    if changed and rec_path:
+        buf = io.StringIO()
+        csv.writer(buf, lineterminator="\n").writerows(rows)
+        open(os.path.join(sp, rec_path[0]), "w").write(buf.getvalue())
+print(f"reference venv: {len(compiled)} .pyc named by RECORD but missing, compiled back {compiled[:5]}; "
+      f"{len(rehashed)} files changed since their install, RECORD rehashed {rehashed[:5]}")
+PYC
+  rm -f "$WORK/artifacts/cuda-cu130.tar"
+  log "stage: playbooks/stage_artifacts.yml from $VENV: $DISTS"
+  play stage "$WORK/vars.json" stage_artifacts.yml -e stage_artifacts_force=false
+fi
+if has deploy; then
+  log "deploy: playbooks/deploy_dflash.yml (dflash_source=upstream) --skip-tags stage,$SKIP_SYSTEMD"
+  play deploy "$WORK/vars.json" deploy_dflash.yml --skip-tags "stage,$SKIP_SYSTEMD"
+fi
+RELEASE=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["release_id"])' \
+  "$(ls -t "$BASE"/releases/*/.dflash-release/verified.json 2>/dev/null | head -1)" 2>/dev/null)
+log "verified release: ${RELEASE:-none}"
+if [ -n "$RELEASE" ]; then
+  SP=$(ls -d "$BASE/releases/$RELEASE"/lib/python3*/site-packages)
+  "$BASE/releases/$RELEASE/bin/python" - "$SP" > "$RES/release-dists.txt" <<'EOF'
+import sys
+from importlib import metadata as md
+for d in sorted(md.distributions(path=[sys.argv[1]]), key=lambda d: d.metadata["Name"].lower()):
+    stand = "stand-in" if (d.metadata.get("Summary") or "").startswith("stand-in") else ""
+    print(d.metadata["Name"], d.version, stand)
+EOF
+  log "release $RELEASE: $(wc -l < "$RES/release-dists.txt") distributions, $(grep -c stand-in "$RES/release-dists.txt") stand-ins; $(grep -iE '^(sglang|sglang-kernel|flashinfer-python|transformers|torch|triton|apache-tvm-ffi) ' "$RES/release-dists.txt" | tr '\n' ';')"
+fi
+
+serve() {  # LABEL INSTANCE PORT: start as the unit would, the role's readiness decides, then the client
+  local label=$1 inst=$2 port=$3
+  ln -sfn "$BASE/releases/$RELEASE" "$BASE/instances/$inst/current"
+  local req
+  req=$(printf '{"base": "http://127.0.0.1:%s", "model": "%s", "unit": "sglang-dflash@%s.service", "timeout": %s, "interval": 1, "max_restarts": 0, "env_file": "%s/%s.env"}' \
+    "$port" "$inst" "$inst" "$READY_TIMEOUT" "$CONF" "$inst")
+  log "$label: ExecStart of sglang-dflash@$inst.service; readiness: dflash_ready.py (interval 1 s)"
+  python3 "$REPO/tests/gpu/unit_exec.py" --unit /etc/systemd/system/sglang-dflash@.service --instance "$inst" \
+    --log "$RES/server-$label.log" --out "$RES/start-$label.json" --keep-running \
+    --ready /usr/bin/python3 "$REPO/roles/sglang_service/files/dflash_ready.py" "$req" > /dev/null
+  local rc=$? pid
+  python3 - "$RES/start-$label.json" <<'EOF' | tee -a "$RES/steps.log"
+import json, sys
+r = json.load(open(sys.argv[1]))
+a = r.get("answers", {}).get("ready", {})
+print(f"  ready rc={a.get('rc')} after {a.get('after_s')} s (dflash_ready: {json.dumps(a.get('result'))[:600]}); "
+      f"user={r.get('user')} exited_early={r.get('exited_early')}")
+if not r.get("ok"):
+    print("  server log tail:", r.get("log_tail", "")[-2500:])
+EOF
+  pid=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get("pid", ""))' "$RES/start-$label.json" 2>/dev/null)
+  if [ "$rc" = 0 ]; then
+    python3 "$REPO/tests/gpu/sglang_client.py" --port "$port" --model "$inst" --out "$RES/client-$label.json" \
+      2>&1 | tee -a "$RES/steps.log"
+  fi
+  grep -m2 -iE "DFLASH|speculative" "$RES/server-$label.log" | cut -c1-300 | tee -a "$RES/steps.log"
+  if [ -n "$pid" ]; then  # KillMode=mixed
+    kill -TERM "$pid" 2>/dev/null
+    for _ in $(seq 30); do kill -0 "$pid" 2>/dev/null || break; sleep 1; done
+    kill -KILL -- "-$pid" 2>/dev/null
+  fi
+  for _ in $(seq 20); do nvidia-smi --query-compute-apps=pid --format=csv,noheader 2>/dev/null | grep -q . || break; sleep 1; done
+  return "$rc"
+}
+if has serve && [ -n "$RELEASE" ]; then
+  serve dflash-cold tiny 30001
+  log "jit caches of tiny after its first run: $(du -sh "$CACHE/tiny"/* 2>/dev/null | tr '\t\n' ' ')"
+  log "config play: instance tiny-plain (no draft) on GPU 0, port 30002"
+  write_vars "$WORK/vars-plain.json" "$(instance_json tiny-plain 30002 0)"
+  play config-plain "$WORK/vars-plain.json" deploy_dflash.yml --tags sglang_service \
+    --skip-tags "sglang_service_verify,stage,$SKIP_SYSTEMD"
+  mkdir -p "$CACHE/tiny-plain"
+  tar -xzf "$CARRY/jit-cache-sm90.tar.gz" -C "$CACHE/tiny-plain" && find "$CACHE/tiny-plain" -exec touch {} + \
+    && chown -R "$(stat -c %U:%G "$CACHE/tiny-plain")" "$CACHE/tiny-plain"
+  log "restored jit-cache-sm90.tar.gz into $CACHE/tiny-plain: $(du -sh "$CACHE/tiny-plain"/* 2>/dev/null | tr '\t\n' ' ')"
+  serve plain-restored tiny-plain 30002
+  python3 "$REPO/tests/gpu/sglang_client.py" --compare "$RES/client-dflash-cold.json" "$RES/client-plain-restored.json" \
+    --out "$RES/greedy-equal.json" 2>&1 | tee -a "$RES/steps.log"
+  tar -czf "$OUT/results.tar.gz" -C "$RES" .
+  has warm && serve dflash-warm tiny 30001
+  log "jit caches after: tiny $(du -sh "$CACHE/tiny" | cut -f1), tiny-plain $(du -sh "$CACHE/tiny-plain" | cut -f1)"
+fi
+log "done"
+python3 - "$RES" "$OUT/summary.json" <<'EOF'
+import glob, json, os, sys
+res, out = sys.argv[1:3]
+s = {}
+for f in sorted(glob.glob(res + "/start-*.json")):
+    r = json.load(open(f))
+    s.setdefault(os.path.basename(f)[6:-5], {})["ready"] = r.get("answers", {}).get("ready")
+for f in sorted(glob.glob(res + "/client-*.json")):
+    s.setdefault(os.path.basename(f)[7:-5], {})["client"] = json.load(open(f)).get("summary")
+for f in ("greedy-equal.json", "standins.json"):
+    try:
+        s[f[:-5]] = json.load(open(os.path.join(res, f)))
+    except (OSError, ValueError):
+        pass
+json.dump(s, open(out, "w"), indent=1)
+EOF
+tar -czf "$OUT/results.tar.gz" -C "$RES" .
+cp "$RES/steps.log" "$OUT/steps.log"
