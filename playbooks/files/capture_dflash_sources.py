@@ -1,36 +1,66 @@
-# Capture the DFlash sources from a working venv: the files of the installed
-# sglang package that its own RECORD does not vouch for (added, or changed
-# since PyPI's wheel), written as a reproducible tar of sglang/... .
+# Capture the DFlash-capable sglang tree of a working venv: its WHOLE installed
+# sglang/ package (a DFlash-capable sglang is a whole tree, not the files that
+# differ from PyPI's), written as a reproducible tar of sglang/... plus a
+# pyproject.toml declaring what the tree needs:
+#   - the tree's version (sglang/version.py);
+#   - its requirements: the venv's sglang METADATA Requires-Dist when that
+#     dist-info describes this tree (same version), else the kernel stack the
+#     tree runs with there (sglang-kernel, sgl-kernel, flashinfer-python,
+#     flashinfer-cubin, torch at their installed versions, local tags dropped):
+#     a tree copied over another release leaves a dist-info that no longer
+#     describes the code.
 # usage: python3 capture_dflash_sources.py VENV OUT_TAR  -> JSON on stdout
-import base64
-import csv
 import glob
-import hashlib
 import io
 import json
 import os
+import re
 import sys
 import tarfile
 
-
-def record_hashes(site):
-    found = glob.glob(os.path.join(site, "sglang-*.dist-info", "RECORD"))
-    if not found:
-        raise SystemExit("no sglang-*.dist-info/RECORD in %s: sglang is not installed there" % site)
-    hashes = {}
-    with open(found[0], newline="", encoding="utf-8") as fh:
-        for row in csv.reader(fh):
-            if len(row) >= 2 and row[1].startswith("sha256="):
-                hashes[row[0]] = row[1][len("sha256="):]
-    return hashes
+STACK = ("sglang-kernel", "sgl-kernel", "flashinfer-python", "flashinfer-cubin", "torch")
 
 
-def digest(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return base64.urlsafe_b64encode(h.digest()).rstrip(b"=").decode("ascii")
+def norm(name):
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def read_metadata(dist_info):
+    fields = {"Name": None, "Version": None, "Requires-Dist": []}
+    try:
+        with open(os.path.join(dist_info, "METADATA"), encoding="utf-8") as fh:
+            for line in fh:
+                if not line.strip():
+                    break
+                key, _sep, value = line.partition(":")
+                if key == "Requires-Dist":
+                    fields[key].append(value.strip())
+                elif key in fields and fields[key] is None:
+                    fields[key] = value.strip()
+    except OSError:
+        return None
+    return fields
+
+
+def installed(site):
+    out = {}
+    for dist_info in glob.glob(os.path.join(site, "*.dist-info")):
+        meta = read_metadata(dist_info)
+        if meta and meta["Name"]:
+            out[norm(meta["Name"])] = meta
+    return out
+
+
+def tree_version(pkg):
+    with open(os.path.join(pkg, "version.py"), encoding="utf-8") as fh:
+        match = re.search(r"""__version__\s*=\s*["']([^"']+)["']""", fh.read())
+    if not match:
+        raise SystemExit("%s/version.py declares no __version__" % pkg)
+    return match.group(1)
+
+
+def toml_list(items):
+    return "[\n" + "".join("  %s,\n" % json.dumps(i) for i in items) + "]"
 
 
 def main():
@@ -39,24 +69,36 @@ def main():
     if not sites:
         raise SystemExit("%s has no lib/python3*/site-packages" % venv)
     site = sites[0]
-    hashes = record_hashes(site)
-    overlay = []
-    for root, dirs, files in os.walk(os.path.join(site, "sglang")):
+    pkg = os.path.join(site, "sglang")
+    if not os.path.isdir(pkg):
+        raise SystemExit("%s has no sglang package" % site)
+    dists = installed(site)
+    version = tree_version(pkg)
+    sglang = dists.get("sglang")
+    if sglang and sglang["Version"] == version:
+        requires, declared = sglang["Requires-Dist"], "the sglang %s METADATA of the reference venv" % version
+    else:
+        requires = ["%s==%s" % (name, dists[name]["Version"].split("+", 1)[0]) for name in STACK if name in dists]
+        declared = "the kernel stack the tree runs with in the reference venv (its sglang dist-info says %s)" % (
+            sglang["Version"] if sglang else "nothing")
+    pyproject = (
+        "# Written by capture_dflash_sources.py: the DFlash-capable sglang tree captured from %s.\n"
+        "# Requirements: %s.\n"
+        "[project]\nname = \"sglang\"\nversion = %s\ndependencies = %s\n"
+    ) % (venv, declared, json.dumps(version), toml_list(requires))
+    files = []
+    for root, dirs, names in os.walk(pkg):
         dirs[:] = sorted(d for d in dirs if d != "__pycache__")
-        for name in sorted(files):
-            if name.endswith(".pyc"):
-                continue
-            path = os.path.join(root, name)
-            rel = os.path.relpath(path, site)
-            if hashes.get(rel) != digest(path):
-                overlay.append(rel)
-    if not overlay:
-        raise SystemExit("sglang in %s matches its RECORD: no DFlash sources were overlaid there" % venv)
+        for name in sorted(names):
+            if not name.endswith(".pyc"):
+                files.append(os.path.relpath(os.path.join(root, name), site))
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.GNU_FORMAT) as tar:
-        for rel in overlay:
+        entries = [("pyproject.toml", pyproject.encode("utf-8"))]
+        for rel in files:
             with open(os.path.join(site, rel), "rb") as fh:
-                data = fh.read()
+                entries.append((rel, fh.read()))
+        for rel, data in entries:
             info = tarfile.TarInfo(rel)
             info.size = len(data)
             info.mode = 0o644
@@ -65,7 +107,7 @@ def main():
     with open(out + ".tmp", "wb") as fh:
         fh.write(buf.getvalue())
     os.rename(out + ".tmp", out)
-    print(json.dumps({"files": overlay, "tar": out}))
+    print(json.dumps({"files": len(files), "version": version, "requires": requires, "tar": out}))
 
 
 if __name__ == "__main__":

@@ -158,16 +158,19 @@ def uv_changes(stderr, label) -> list:
 
 
 def overlay_changes(lines, label) -> list:
-    """One line from the overlay script's output (``add|replace|drift <path>`` lines): how many files it
-    adds and replaces, and which hand-edited files it restores."""
-    kinds = {"add": [], "replace": [], "drift": []}
+    """One line from the overlay script's output (``add|replace|remove|drift|stale <path>`` lines): how many
+    files it adds, replaces and removes (the base's files the tree lacks), which hand-edited files it
+    restores and which files the tree lacks it removes again."""
+    kinds = {"add": [], "replace": [], "remove": [], "drift": [], "stale": []}
     for line in lines or []:
         kind, _sep, path = str(line).partition(" ")
         if kind in kinds and path:
             kinds[kind].append(path)
     parts = [f"{len(kinds['add'])} files added"] if kinds["add"] else []
     parts += [f"{len(kinds['replace'])} replaced"] if kinds["replace"] else []
+    parts += [f"{len(kinds['remove'])} removed (not in the tree)"] if kinds["remove"] else []
     parts += [f"restored after hand edits: {_listed(kinds['drift'], 4)}"] if kinds["drift"] else []
+    parts += [f"removed again (not in the tree): {_listed(kinds['stale'], 4)}"] if kinds["stale"] else []
     return [f"{label}: {', '.join(parts)}"] if parts else []
 
 

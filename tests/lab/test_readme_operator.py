@@ -109,7 +109,8 @@ def test_the_readme_operator_path(operator):
     assert "ct129:/root/venv_sglang211" in audit.stdout and "ct200:/opt/dflash/instances/qwen3-8b/current" \
         in audit.stdout
 
-    # A later release (DFlash sources changed), so that there is a previous one to go back to.
+    # A later release (the overlay path, with the staged DFlash-capable tree changed), so that there is a
+    # previous one to go back to.
     newer = work / "dflash-newer"
     run(f"cp -r dflash/artifacts/dflash-src {newer} && echo '# newer' >> "
         f"{newer}/python/sglang/srt/speculative/dflash_utils.py")
@@ -117,7 +118,7 @@ def test_the_readme_operator_path(operator):
     # At -vvv, with the host's process list read all along (readiness, restart, the new
     # server): the key shows in no output and on no command line.
     with CommandLines() as seen:
-        verbose = run(f"{deploy_line} -e dflash_overlay_source_dir={newer} -vvv")
+        verbose = run(f"{deploy_line} -e dflash_source=overlay -e dflash_overlay_source_dir={newer} -vvv")
     assert current_release() != first
     assert "dflash_ready.py" in verbose.stdout                  # the readiness step's own command was printed
     assert API_KEY not in verbose.stdout + verbose.stderr

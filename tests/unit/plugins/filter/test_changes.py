@@ -121,3 +121,12 @@ def test_overlay_changes_count_files_and_name_hand_edited_ones():
     assert overlay_changes(lines, "DFlash sources") == [
         "DFlash sources: 2 files added, 1 replaced, restored after hand edits: sglang/srt/models/qwen3.py"]
     assert overlay_changes(["manifest"], "DFlash sources") == []
+    assert overlay_changes(["record", "manifest"], "DFlash sources") == []
+
+
+def test_overlay_changes_count_removed_files_and_name_stale_ones():
+    lines = ["replace sglang/version.py", "remove sglang/srt/models/mimo_v2_flash.py", "remove sglang/a.py",
+             "stale sglang/srt/models/mimo_v2_flash_nextn.py", "record", "manifest"]
+    assert overlay_changes(lines, "DFlash sources") == [
+        "DFlash sources: 1 replaced, 2 removed (not in the tree), "
+        "removed again (not in the tree): sglang/srt/models/mimo_v2_flash_nextn.py"]

@@ -1,0 +1,68 @@
+# Copyright: (c) 2025, dflash.deploy contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What a DFlash-capable sglang tree declares, read from the tree itself (on the controller).
+
+usage: dflash_tree_info.py SOURCE_DIR PACKAGE_SUBDIR  -> JSON on stdout:
+  {"version": <the tree's sglang/version.py>, "requires": [...], "declared_in": <file>}
+The requirements come from the tree's own declaration beside the package
+(PACKAGE_SUBDIR's parent): pyproject.toml's [project] dependencies (a checkout,
+or what capture_dflash_sources.py writes), else a METADATA file's Requires-Dist.
+A tree that declares nothing is refused (exit 1): no list is kept by hand.
+"""
+
+import json
+import os
+import re
+import sys
+
+
+def tree_version(pkg_dir):
+    try:
+        with open(os.path.join(pkg_dir, "version.py"), encoding="utf-8") as fh:
+            match = re.search(r"""__version__\s*=\s*["']([^"']+)["']""", fh.read())
+    except OSError:
+        return None
+    return match.group(1) if match else None
+
+
+def from_pyproject(path):
+    import tomllib  # Python 3.11+, as ansible-core 2.19's controller
+
+    with open(path, "rb") as fh:
+        project = tomllib.load(fh).get("project", {})
+    return project.get("version"), list(project.get("dependencies", []))
+
+
+def from_metadata(path):
+    version, requires = None, []
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            if not line.strip():
+                break  # the body starts
+            key, _sep, value = line.partition(":")
+            if key == "Version":
+                version = value.strip()
+            elif key == "Requires-Dist":
+                requires.append(value.strip())
+    return version, requires
+
+
+def main(argv):
+    source, subdir = argv[1], argv[2]
+    pkg_dir = os.path.join(source, subdir)
+    base = os.path.dirname(pkg_dir.rstrip("/"))
+    for name, reader in (("pyproject.toml", from_pyproject), ("METADATA", from_metadata)):
+        path = os.path.join(base, name)
+        if os.path.isfile(path):
+            declared, requires = reader(path)
+            version = tree_version(pkg_dir) or declared
+            print(json.dumps({"version": version, "declared_version": declared, "requires": requires,
+                              "declared_in": path}))
+            return 0
+    print("the DFlash tree %s declares no requirements (%s/pyproject.toml or %s/METADATA): capture it with "
+          "playbooks/stage_artifacts.yml, or use a checkout" % (pkg_dir, base, base), file=sys.stderr)
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
