@@ -28,6 +28,10 @@
 #           play) with jit-cache-sm90.tar.gz restored into its cache dirs first; the greedy outputs
 #           of 1 and 2 compared token for token
 #   warm    3 tiny restarted: its own JIT caches (kept in /var/cache/dflash/tiny) are warm
+# SOURCE=overlay (steps wheels,stage,refuse,deploy,serve): sglang[all]==0.5.9 (needs
+#   .gpu-carry/wheels-overlay.tar.xz: transformers 4.57.1, huggingface-hub 0.36.2), the 0.5.11 tree
+#   captured by playbooks/files/capture_dflash_sources.py; `refuse` deploys it with
+#   dflash_overlay_enabled=false and expects verification to refuse it; `serve` starts tiny (DFLASH)
 # Rehearsal without a GPU: ROOT=/tmp/rh VENV=<any venv> STEPS=wheels,deploy
 #   EXTRA_SKIP=preflight,cuda_overlay,sglang_service_verify SGLANG_PY=<a python3.12>
 set -uo pipefail
@@ -41,6 +45,7 @@ ROOT=${ROOT:-}
 EXTRA_SKIP=${EXTRA_SKIP:-}
 SGLANG_PY=${SGLANG_PY:-/usr/bin/python3}
 READY_TIMEOUT=${READY_TIMEOUT:-420}
+SOURCE=${SOURCE:-upstream}  # overlay: sglang[all] 0.5.9 + the 0.5.11 tree applied whole (steps refuse, deploy, serve)
 SKIP_SYSTEMD=sglang_service_switch,sglang_service_readiness,sglang_service_absent${EXTRA_SKIP:+,$EXTRA_SKIP}
 RES=$WORK/results
 rm -rf "$RES" && mkdir -p "$OUT" "$RES"
@@ -80,14 +85,25 @@ log "nvcc: ${NVCC:-none}; uv: $UV; $(nvidia-smi --query-gpu=name,driver_version 
 WH=$WORK/wheelhouse
 if has wheels; then
   rm -rf "$WORK/dl" "$WH" && mkdir -p "$WH"
-  python3 "$REPO/tests/gpu/wheel_transport.py" unpack "$CARRY"/wheels-*.tar.xz --out "$WORK/dl" > "$RES/wheels.log" \
+  python3 "$REPO/tests/gpu/wheel_transport.py" unpack "$CARRY"/wheels-[ab].tar.xz \
+    $([ "$SOURCE" = overlay ] && echo "$CARRY/wheels-overlay.tar.xz") --out "$WORK/dl" > "$RES/wheels.log" \
     || { log "wheels: rebuild failed"; tail -3 "$RES/wheels.log"; exit 3; }
-  cp "$WORK/dl"/*.whl "$WH/" && rm -f "$WH"/sglang-0.5.9-*.whl
+  cp "$WORK/dl"/*.whl "$WH/"
   REF=; [ -x "$PY" ] && REF=--reference-venv=$VENV
   # jsonschema (sglang's serving_chat) and dill (custom_logit_processor) are imported by sglang but
   # reach its closure only through requirements that are stand-ins here (outlines, datasets)
-  "$PY" "$REPO/tests/gpu/standin_wheels.py" --wheelhouse "$WH" --root sglang==0.5.11 --root jsonschema \
-    --root dill $REF --out "$WH" --json "$RES/standins.json" 2>&1 | tee -a "$RES/steps.log"
+  if [ "$SOURCE" = overlay ]; then
+    rm -f "$WH"/sglang-0.5.11-*.whl  # the DFlash tree comes from it, captured (below)
+    "$PY" "$REPO/tests/gpu/standin_wheels.py" --wheelhouse "$WH" --root 'sglang[all]==0.5.9' --root jsonschema \
+      --root dill $REF --out "$WH" --json "$RES/standins.json" 2>&1 | tee -a "$RES/steps.log"
+    # kernel_pin installs the tree's declared stack from the wheelhouse: flashinfer-cubin is not carried
+    "$PY" "$REPO/tests/gpu/standin_wheels.py" --wheelhouse "$WH" --root flashinfer-cubin==0.6.8.post1 \
+      --out "$WH" --json "$RES/standins-pin.json" > /dev/null 2>&1
+  else
+    rm -f "$WH"/sglang-0.5.9-*.whl "$WH"/transformers-4.57.1-*.whl "$WH"/huggingface_hub-0.36.2-*.whl
+    "$PY" "$REPO/tests/gpu/standin_wheels.py" --wheelhouse "$WH" --root sglang==0.5.11 --root jsonschema \
+      --root dill $REF --out "$WH" --json "$RES/standins.json" 2>&1 | tee -a "$RES/steps.log"
+  fi
   log "wheels: $(ls "$WH" | wc -l) in the wheelhouse"
 fi
 DISTS=$(python3 -c 'import json,sys; print(json.dumps(json.load(open(sys.argv[1]))["bundle"]))' "$RES/standins.json" \
@@ -100,10 +116,25 @@ MODELS=$ROOT/srv/models/tiny
 chmod -R a+rX "$ROOT/srv/models"
 # stage_artifacts.yml captures the DFlash tree whenever the controller lacks one, also with
 # dflash_source=upstream, which never uses it; the reference venv here has no sglang to capture
-mkdir -p "$WORK/artifacts/dflash-src/python/sglang"
-[ -f "$WORK/artifacts/dflash-src/python/pyproject.toml" ] || \
-  printf '# placeholder: dflash_source=upstream uses no DFlash tree (tests/gpu/real_sglang.sh)\n' \
-  > "$WORK/artifacts/dflash-src/python/pyproject.toml"
+if [ "$SOURCE" = overlay ]; then
+  # overlay: the product's capture script (what stage_artifacts.yml runs on the reference host) over a
+  # reference venv holding sglang 0.5.11 and the stack it runs with (sglang-kernel 0.4.2, flashinfer
+  # 0.6.8.post1): the whole sglang/ tree and a pyproject.toml declaring what it needs
+  R511=$WORK/ref511 && rm -rf "$R511" "$WORK/artifacts/dflash-src" && mkdir -p "$R511/lib/python3.12/site-packages"
+  touch "$R511/pyvenv.cfg"
+  for w in "$WORK"/dl/sglang-0.5.11-*.whl "$WORK"/dl/sglang_kernel-0.4.2-*.whl "$WORK"/dl/flashinfer_python-0.6.8.post1-*.whl \
+           "$WH"/flashinfer_cubin-0.6.8.post1-*.whl; do
+    python3 -m zipfile -e "$w" "$R511/lib/python3.12/site-packages"
+  done
+  python3 "$REPO/playbooks/files/capture_dflash_sources.py" "$R511" "$WORK/dflash-src.tar" | cut -c1-400 | tee -a "$RES/steps.log"
+  mkdir -p "$WORK/artifacts/dflash-src/python" && tar -xf "$WORK/dflash-src.tar" -C "$WORK/artifacts/dflash-src/python"
+  sed -n 1,12p "$WORK/artifacts/dflash-src/python/pyproject.toml" > "$RES/tree-pyproject.toml"
+else
+  mkdir -p "$WORK/artifacts/dflash-src/python/sglang"
+  [ -f "$WORK/artifacts/dflash-src/python/pyproject.toml" ] || \
+    printf '# placeholder: dflash_source=upstream uses no DFlash tree (tests/gpu/real_sglang.sh)\n' \
+    > "$WORK/artifacts/dflash-src/python/pyproject.toml"
+fi
 
 cat > "$WORK/inventory.yml" <<EOF
 all:
@@ -140,9 +171,9 @@ write_vars() {  # FILE INSTANCE_JSON: the vars of a play, with the instance fact
 import json, sys, yaml
 path, inst, defaults = sys.argv[1:4]
 v = {
-  "dflash_source": "upstream",
+  "dflash_source": "$SOURCE",
   "sglang_venv_sglang_version": "0.5.11",
-  "sglang_venv_requirements": ["sglang==0.5.11", "jsonschema", "dill"],
+  "sglang_venv_requirements": $([ "$SOURCE" = overlay ] && echo '["sglang[all]==0.5.9", "jsonschema", "dill"]' || echo '["sglang==0.5.11", "jsonschema", "dill"]'),
   "stage_artifacts_dir": "$WORK/artifacts",
   "stage_artifacts_reference_venv": "$VENV",
   "stage_artifacts_reference_python": "/usr/bin/python3",
@@ -237,8 +268,20 @@ PYC
   log "stage: playbooks/stage_artifacts.yml from $VENV: $DISTS"
   play stage "$WORK/vars.json" stage_artifacts.yml -e stage_artifacts_force=false
 fi
+if has refuse; then
+  # sglang 0.5.9 beside sglang-kernel 0.4.2 without the tree: verification must refuse it, naming
+  # what 0.5.9 imports from sgl_kernel that 0.4.2 lacks, before anything is switched or started.
+  # With the overlay off kernel_pin reads no declaration (it installed nothing on 2026-12-01), so the
+  # pins are given here.
+  python3 -c 'import json,sys; v=json.load(open(sys.argv[1])); v["dflash_overlay_enabled"]=False; v["kernel_pin_packages"]=["sglang-kernel==0.4.2", "flashinfer-python==0.6.8.post1", "flashinfer-cubin==0.6.8.post1"]; json.dump(v, open(sys.argv[2], "w"))' \
+    "$WORK/vars.json" "$WORK/vars-refuse.json"
+  log "refuse: dflash_source=overlay, dflash_overlay_enabled=false (sglang 0.5.9 + sglang-kernel 0.4.2, no tree)"
+  play refuse "$WORK/vars-refuse.json" deploy_dflash.yml --skip-tags "stage,$SKIP_SYSTEMD"
+  log "refuse: rc=$? (expected: not 0, refused by verification); started servers: $(nvidia-smi --query-compute-apps=pid --format=csv,noheader 2>/dev/null | wc -l); current: $(readlink "$BASE/instances/tiny/current" 2>/dev/null || echo none)"
+  grep -m1 -oE 'is not verified[^"]{0,3000}' "$RES/refuse.log" > "$RES/refuse-msg.txt"
+fi
 if has deploy; then
-  log "deploy: playbooks/deploy_dflash.yml (dflash_source=upstream) --skip-tags stage,$SKIP_SYSTEMD"
+  log "deploy: playbooks/deploy_dflash.yml (dflash_source=$SOURCE) --skip-tags stage,$SKIP_SYSTEMD"
   play deploy "$WORK/vars.json" deploy_dflash.yml --skip-tags "stage,$SKIP_SYSTEMD"
 fi
 RELEASE=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["release_id"])' \
@@ -290,7 +333,10 @@ EOF
   for _ in $(seq 20); do nvidia-smi --query-compute-apps=pid --format=csv,noheader 2>/dev/null | grep -q . || break; sleep 1; done
   return "$rc"
 }
-if has serve && [ -n "$RELEASE" ]; then
+if has serve && [ -n "$RELEASE" ] && [ "$SOURCE" = overlay ]; then
+  serve overlay-dflash tiny 30001
+  "$BASE/releases/$RELEASE/bin/python" -c 'import importlib.metadata as m, sglang.version as v; print("release sglang dist-info", m.version("sglang"), "tree", v.__version__, "transformers", m.version("transformers"))' 2>&1 | tail -1 | tee -a "$RES/steps.log"
+elif has serve && [ -n "$RELEASE" ]; then
   serve dflash-cold tiny 30001
   log "jit caches of tiny after its first run: $(du -sh "$CACHE/tiny"/* 2>/dev/null | tr '\t\n' ' ')"
   log "config play: instance tiny-plain (no draft) on GPU 0, port 30002"

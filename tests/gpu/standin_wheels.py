@@ -54,8 +54,8 @@ def applies(req: Requirement, extras: set[str]) -> bool:
     return any(req.marker.evaluate(dict(ENV, extra=e)) for e in (extras or {""}))
 
 
-def real_wheels(house: str) -> dict[str, tuple[str, list[str]]]:
-    out = {}
+def real_wheels(house: str) -> dict[str, list[tuple[str, list[str]]]]:
+    out: dict[str, list[tuple[str, list[str]]]] = {}
     for path in glob.glob(os.path.join(house, "*.whl")):
         name, version, _build, _tags = parse_wheel_filename(os.path.basename(path))
         with zipfile.ZipFile(path) as z:
@@ -63,7 +63,7 @@ def real_wheels(house: str) -> dict[str, tuple[str, list[str]]]:
             text = z.read(meta[0]).decode("utf-8")
         if "Summary: stand-in" in text:
             continue
-        out[canonicalize_name(name)] = (str(version), requires_of(text))
+        out.setdefault(canonicalize_name(name), []).append((str(version), requires_of(text)))
     return out
 
 
@@ -88,9 +88,11 @@ def closure(root: str, real: dict) -> tuple[dict[str, list[SpecifierSet]], set[s
         if key in seen or name not in real:
             continue
         seen.add(key)
-        for line in real[name][1]:
-            todo.append((Requirement(line), set(req.extras)))
-    return specs, {n for n in specs if n not in real}
+        for _version, requires in real[name]:
+            for line in requires:
+                todo.append((Requirement(line), set(req.extras)))
+    # a name no real wheel provides, or none at a version every requirement on it accepts
+    return specs, {n for n in specs if not any(accepted(v, specs[n]) for v, _r in real.get(n, []))}
 
 
 def accepted(version: str, sets: list[SpecifierSet]) -> bool:
@@ -181,7 +183,11 @@ def main() -> int:
         else:
             version, kind = pick(sets), "absent"
             if version is None:
-                errors.append(f"{name}: no version accepts {' and '.join(map(str, sets))}")
+                # the union of every real wheel's requirements can contradict itself where the
+                # resolver only needs one of them (transformers 4.57.1 and 5.6.0 both carried):
+                # with a real version present, the resolver decides
+                if name not in real:
+                    errors.append(f"{name}: no version accepts {' and '.join(map(str, sets))}")
                 continue
         write_standin(a.out, name, version, "replaced by the reference venv's" if kind == "bundle"
                       else "not on the serving path, not carried")
@@ -189,7 +195,7 @@ def main() -> int:
                          "specifiers": sorted({str(s) for s in sets if str(s)})})
     result = {
         "roots": a.root,
-        "real": {n: v for n, (v, _r) in sorted(real.items()) if n in specs},
+        "real": {n: [v for v, _r in vs] for n, vs in sorted(real.items()) if n in specs},
         "real_unused": sorted(n for n in real if n not in specs),
         "standins": standins,
         "bundle": bundle_closure(sorted(set(bundled + a.bundle_also)), ref, real) if ref else [],
