@@ -73,7 +73,9 @@ def probe_gpus(nvidia_smi, smoke=False, dev_dir="/dev", python=None, env=None, s
     gpus = facts["gpus"]
     out = {"gpus": gpus, "driver_version": facts["driver_version"], "reason": facts["reason"],
            "errors": facts["errors"]}
-    out["device_nodes"] = G.device_nodes(dev_dir, [g["index"] for g in gpus if isinstance(g["index"], int)])
+    # the node is /dev/nvidia<minor>; the index equals it only while no GPU before it is gone
+    out["device_nodes"] = G.device_nodes(dev_dir, [g["minor"] if isinstance(g.get("minor"), int) else g["index"]
+                                                   for g in gpus if isinstance(g["index"], int)])
     if out["reason"] and not out["device_nodes"]["nvidiactl"]:
         out["reason"] += "; %s is missing (no device nodes: driver not loaded or not passed into the container)" \
             % out["device_nodes"]["missing"][0]

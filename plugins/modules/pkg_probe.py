@@ -218,12 +218,17 @@ imports:
 gpus:
   description:
     - GPUs listed by C(nvidia-smi); each has C(index), C(uuid), C(name), C(compute_capability),
-      C(memory_total_mib), C(memory_used_mib), C(driver_version), C(pci_bus_id), C(processes) and, with
-      O(gpu_smoke_test), C(smoke_test).
+      C(memory_total_mib), C(memory_used_mib), C(driver_version), C(pci_bus_id), C(processes),
+      C(minor) and, with O(gpu_smoke_test), C(smoke_test).
+    - C(index) is nvidia-smi's, which counts the GPUs the driver knows in PCI order, so it shifts when a
+      GPU before it drops off the bus; C(minor) (from C(nvidia-smi -q), null when unknown) is the N of the
+      card's C(/dev/nvidia<N>), fixed for the card; C(uuid) names the card.
   returned: when O(gpus) or O(gpu_smoke_test)
   type: list
   elements: dict
-  sample: [{"index": 1, "name": "NVIDIA RTX PRO 6000 Blackwell Server Edition", "compute_capability": "12.0",
+  sample: [{"index": 1, "minor": 1, "uuid": "GPU-b6000000-0200-4000-8000-000000000001",
+            "pci_bus_id": "00000000:02:00.0", "name": "NVIDIA RTX PRO 6000 Blackwell Server Edition",
+            "compute_capability": "12.0",
             "memory_total_mib": 97887, "memory_used_mib": 0, "driver_version": "580.95.05",
             "processes": [], "smoke_test": {"ok": true, "step": "done", "seconds": 0.4}}]
 gpus_reason:

@@ -69,8 +69,25 @@ def parse_apps_csv(text):
     return apps
 
 
+def parse_minor_numbers(text):
+    """{bus_key: minor} from ``nvidia-smi -q``. Each GPU's section starts with an unindented
+    ``GPU <bus id>`` line and holds ``Minor Number : N``, the N of its ``/dev/nvidia<N>``: fixed for
+    the card, where nvidia-smi's index counts the GPUs the driver knows and shifts when one before
+    it drops off the bus. ``N/A`` (no device node on that platform) gives None."""
+    minors = {}
+    current = None
+    for line in text.splitlines():
+        if line.startswith("GPU ") and ":" in line:
+            current = bus_key(line[4:])
+        elif current is not None and line.strip().startswith("Minor Number"):
+            value = line.partition(":")[2].strip()
+            minors[current] = int(value) if value.isdigit() else None
+    return minors
+
+
 def nvidia_smi_facts(nvidia_smi, timeout=15, env=None):
-    """dict: gpus (list), driver_version, errors (list of str), reason (str or None when GPUs were listed)."""
+    """dict: gpus (list), driver_version, errors (list of str), reason (str or None when GPUs were listed).
+    Each GPU's ``minor`` (its /dev/nvidia<minor>) comes from ``nvidia-smi -q``; None when unknown."""
     out = {"gpus": [], "driver_version": None, "errors": [], "reason": None}
     if not nvidia_smi:
         out["reason"] = "nvidia-smi not found on PATH (no NVIDIA driver installed?)"
@@ -93,6 +110,12 @@ def nvidia_smi_facts(nvidia_smi, timeout=15, env=None):
         return out
     out["gpus"] = gpus
     out["driver_version"] = gpus[0]["driver_version"]
+    rcq, stdoutq, _errq, timed_outq = run_with_timeout([nvidia_smi, "-q"], timeout, env)
+    minors = {} if timed_outq or rcq is None else parse_minor_numbers(stdoutq)
+    if timed_outq:
+        out["errors"].append("nvidia-smi -q did not answer within %ss: no minor numbers" % timeout)
+    for g in gpus:
+        g["minor"] = minors.get(bus_key(g["pci_bus_id"]))
     rc2, stdout2, _err2, timed_out2 = run_with_timeout(
         [nvidia_smi, "--query-compute-apps=" + APP_QUERY, "--format=csv,noheader,nounits"], timeout, env)
     if timed_out2:

@@ -53,6 +53,26 @@ def test_parse_csv():
     assert G.bus_key("00000000:21:00.0") == G.bus_key("0000:21:00.0")
 
 
+def test_parse_minor_numbers():
+    text = ("\n==============NVSMI LOG==============\n\nDriver Version : 580.95.05\nAttached GPUs : 3\n"
+            "GPU 00000000:01:00.0\n    Product Name : NVIDIA RTX PRO 6000\n    GPU UUID : GPU-a\n"
+            "    Minor Number                          : 0\n\n"
+            "GPU 00000000:03:00.0\n    Minor Number : 2\n    PCI\n        Bus Id : 00000000:03:00.0\n"
+            "GPU 00000000:04:00.0\n    Minor Number : N/A\n")
+    assert G.parse_minor_numbers(text) == {G.bus_key("0000:01:00.0"): 0, G.bus_key("0000:03:00.0"): 2,
+                                           G.bus_key("0000:04:00.0"): None}
+    assert G.parse_minor_numbers("Minor Number : 5\n") == {}     # outside a GPU's section
+
+
+def test_a_gpu_gone_from_the_bus_keeps_the_minor_of_the_ones_after_it(tmp_path, driver_env):
+    cfg = write_config(tmp_path, [("12.0", "none"), ("12.0", "gone"), ("12.0", "none")])
+    env, smi = driver_env(cfg)
+    out = probe_gpus(smi, smoke=True, dev_dir=str(tmp_path / "dev"), env=env)
+    assert [(g["index"], g["minor"], g["pci_bus_id"]) for g in out["gpus"]] == [
+        (0, 0, "00000000:21:00.0"), (1, 2, "00000000:23:00.0")]
+    assert out["smoke_test"]["ok"] and [r["index"] for r in out["smoke_test"]["gpus"]] == [0, 1]
+
+
 def test_healthy_gpus(tmp_path, driver_env):
     env, smi = driver_env(write_config(tmp_path, [("12.0", "none"), ("12.0", "none")]))
     out = probe_gpus(smi, smoke=True, dev_dir=str(tmp_path / "dev"), env=env)
@@ -98,7 +118,9 @@ def test_missing_device_nodes(tmp_path, driver_env):
 def test_one_gpu_node_missing(tmp_path, driver_env):
     env, smi = driver_env(write_config(tmp_path, [("12.0", "none"), ("12.0", "none")], dev_nodes=[1]))
     out = probe_gpus(smi, smoke=True, dev_dir=str(tmp_path / "dev"), env=env)
-    assert [g["index"] for g in out["gpus"]] == [1]
+    # as in a container given only the second GPU: nvidia-smi calls it 0, its node is /dev/nvidia1
+    assert [(g["index"], g["minor"]) for g in out["gpus"]] == [(0, 1)]
+    assert out["device_nodes"]["missing"] == []
     assert out["smoke_test"]["ok"] and len(out["smoke_test"]["gpus"]) == 1
 
 
