@@ -2,7 +2,7 @@
 # sglang/ package (a DFlash-capable sglang is a whole tree, not the files that
 # differ from PyPI's), written as a reproducible tar of sglang/... plus a
 # pyproject.toml declaring what the tree needs:
-#   - the tree's version (sglang/version.py);
+#   - the tree's version (sglang/_version.py, else sglang/version.py);
 #   - its requirements: the venv's sglang METADATA Requires-Dist when that
 #     dist-info describes this tree (same version), else the kernel stack the
 #     tree runs with there (sglang-kernel, sgl-kernel, flashinfer-python,
@@ -51,12 +51,21 @@ def installed(site):
     return out
 
 
+VERSION_RE = re.compile(r"""^__version__\s*=\s*(?:version\s*=\s*)?["']([^"']+)["']""", re.M)
+
+
 def tree_version(pkg):
-    with open(os.path.join(pkg, "version.py"), encoding="utf-8") as fh:
-        match = re.search(r"""__version__\s*=\s*["']([^"']+)["']""", fh.read())
-    if not match:
-        raise SystemExit("%s/version.py declares no __version__" % pkg)
-    return match.group(1)
+    """The tree's version: a top-level literal in sglang/_version.py (what a built sglang, 0.5.11 on,
+    writes; its version.py imports it and only holds an indented fallback), else in sglang/version.py."""
+    for name in ("_version.py", "version.py"):
+        try:
+            with open(os.path.join(pkg, name), encoding="utf-8") as fh:
+                match = VERSION_RE.search(fh.read())
+        except OSError:
+            continue
+        if match:
+            return match.group(1)
+    raise SystemExit("%s declares no __version__ (_version.py, version.py)" % pkg)
 
 
 def toml_list(items):

@@ -15,14 +15,20 @@ import os
 import re
 import sys
 
+VERSION_RE = re.compile(r"""^__version__\s*=\s*(?:version\s*=\s*)?["']([^"']+)["']""", re.M)
+
 
 def tree_version(pkg_dir):
-    try:
-        with open(os.path.join(pkg_dir, "version.py"), encoding="utf-8") as fh:
-            match = re.search(r"""__version__\s*=\s*["']([^"']+)["']""", fh.read())
-    except OSError:
-        return None
-    return match.group(1) if match else None
+    """A top-level literal in sglang/_version.py (a built sglang, 0.5.11 on), else in sglang/version.py."""
+    for name in ("_version.py", "version.py"):
+        try:
+            with open(os.path.join(pkg_dir, name), encoding="utf-8") as fh:
+                match = VERSION_RE.search(fh.read())
+        except OSError:
+            continue
+        if match:
+            return match.group(1)
+    return None
 
 
 def from_pyproject(path):

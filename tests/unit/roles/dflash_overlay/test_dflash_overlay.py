@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
-FILES = Path(__file__).resolve().parents[4] / "roles" / "dflash_overlay" / "files"
+REPO = Path(__file__).resolve().parents[4]
+FILES = REPO / "roles" / "dflash_overlay" / "files"
+CAPTURE = REPO / "playbooks" / "files" / "capture_dflash_sources.py"
 OVERLAY = FILES / "dflash_overlay.py"
 TREE_INFO = FILES / "dflash_tree_info.py"
 
@@ -150,3 +152,52 @@ def test_the_tree_declares_its_requirements(tmp_path):
     proc = subprocess.run([sys.executable, str(TREE_INFO), str(src), "python/sglang"], capture_output=True, text=True,
                           check=False)
     assert proc.returncode == 1 and "declares no requirements" in proc.stderr
+
+
+REAL_VERSION_PY = """try:
+    from sglang._version import __version__, __version_tuple__
+except ImportError:
+    try:
+        import importlib.metadata
+
+        __version__ = importlib.metadata.version("sglang")
+    except Exception:
+        __version__ = "0.0.0.dev0"
+"""
+REAL_UNDERSCORE_VERSION_PY = ("__version__: str\n__version__ = version = '0.5.11'\n"
+                              "__version_tuple__ = version_tuple = (0, 5, 11)\n")
+
+
+def test_the_capture_takes_the_whole_tree_and_real_0_5_11_s_version(tmp_path):
+    """Real sglang 0.5.11's version.py imports _version.py and holds only an indented fallback (0.0.0.dev0)."""
+    site = tmp_path / "venv" / "lib" / "python3.11" / "site-packages"
+    pkg = site / "sglang"
+    (pkg / "srt" / "speculative").mkdir(parents=True)
+    (pkg / "version.py").write_text(REAL_VERSION_PY)
+    (pkg / "_version.py").write_text(REAL_UNDERSCORE_VERSION_PY)
+    (pkg / "srt" / "speculative" / "dflash_worker.py").write_text("worker\n")
+    (pkg / "__pycache__").mkdir()
+    (pkg / "__pycache__" / "version.cpython-311.pyc").write_bytes(b"pyc")
+    meta = site / "sglang-0.5.11.dist-info"
+    meta.mkdir()
+    (meta / "METADATA").write_text("Metadata-Version: 2.4\nName: sglang\nVersion: 0.5.11\n"
+                                   "Requires-Dist: sglang-kernel==0.4.2\nRequires-Dist: transformers==5.6.0\n\nbody\n")
+    out = tmp_path / "tree.tar"
+    proc = subprocess.run([sys.executable, str(CAPTURE), str(tmp_path / "venv"), str(out)], capture_output=True,
+                          text=True, check=True)
+    result = json.loads(proc.stdout)
+    assert result["version"] == "0.5.11" and result["files"] == 3
+    assert result["requires"] == ["sglang-kernel==0.4.2", "transformers==5.6.0"]  # the dist-info describes the tree
+    with tarfile.open(out) as tf:
+        names = sorted(tf.getnames())
+        pyproject = tf.extractfile("pyproject.toml").read().decode()
+    assert names == ["pyproject.toml", "sglang/_version.py", "sglang/srt/speculative/dflash_worker.py",
+                     "sglang/version.py"]
+    assert 'version = "0.5.11"' in pyproject
+    src = tmp_path / "src"
+    (src / "python").mkdir(parents=True)
+    with tarfile.open(out) as tf:
+        tf.extractall(src / "python")
+    info = json.loads(subprocess.run([sys.executable, str(TREE_INFO), str(src), "python/sglang"], capture_output=True,
+                                     text=True, check=True).stdout)
+    assert info["version"] == "0.5.11" and info["requires"] == ["sglang-kernel==0.4.2", "transformers==5.6.0"]
