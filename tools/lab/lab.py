@@ -220,7 +220,7 @@ def apply_quirks() -> list[str]:
 # -- base image ---------------------------------------------------------------------------------
 
 def apt_mirror() -> str:
-    """The Debian mirror apt already uses (deb822 or one-line sources)."""
+    """The Debian mirror apt already uses (deb822 or one-line sources); the lab names none itself."""
     for path in sorted(Path("/etc/apt/sources.list.d").glob("*.sources")) + [Path("/etc/apt/sources.list")]:
         if not path.is_file():
             continue
@@ -234,7 +234,8 @@ def apt_mirror() -> str:
                 uri = next((w for w in words[1:] if "://" in w), "")
                 if uri.rstrip("/").endswith("/debian"):
                     return uri
-    return "http://deb.debian.org/debian"
+    raise LabError("no Debian mirror in /etc/apt/sources.list or /etc/apt/sources.list.d/*.sources: "
+                   "the lab's base image is debootstrapped from the mirror apt uses; configure apt first")
 
 
 def image_tag() -> str:
