@@ -3,6 +3,7 @@
 """layout_changes: what putting the host layout back changed, in an operator's words.
 
     {{ file_results | dflash.deploy.layout_changes }}  ->  ["host layout: /opt/dflash mode 0777 -> 0755 put back"]
+    {{ paths | dflash.deploy.root_dirs('root', '0755') }}  ->  [{"path": p, "group": "root", "mode": "0755"}, ...]
 
 From the registered results of ``ansible.builtin.file`` tasks (their ``diff``): only directories that
 existed and were corrected (owner, group or mode); a directory made on a fresh host is not a correction.
@@ -31,6 +32,11 @@ def layout_changes(results) -> list:
     return out
 
 
+def root_dirs(paths, group: str, mode: str) -> list:
+    """The directories root keeps at one group and mode, as layout.yml's list of them wants them."""
+    return [{"path": path, "group": group, "mode": mode} for path in paths or []]
+
+
 class FilterModule:
     def filters(self):
-        return {"layout_changes": layout_changes}
+        return {"layout_changes": layout_changes, "root_dirs": root_dirs}

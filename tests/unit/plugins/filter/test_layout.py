@@ -24,3 +24,10 @@ def test_corrections_are_named_and_new_or_unchanged_directories_are_not():
     assert mod.layout_changes(results) == ["host layout: /opt/dflash mode 0777 -> 0755 put back",
                                            "host layout: /opt/dflash/cache owner 999 -> 0, mode 0777 -> 0755 put back"]
     assert mod.layout_changes(None) == []
+
+
+def test_root_dirs_gives_each_path_the_group_and_mode():
+    assert mod.root_dirs(["/opt/dflash/instances/a", "/opt/dflash/instances/b"], "root", "0755") == [
+        {"path": "/opt/dflash/instances/a", "group": "root", "mode": "0755"},
+        {"path": "/opt/dflash/instances/b", "group": "root", "mode": "0755"}]
+    assert mod.root_dirs([], "root", "0755") == [] and mod.root_dirs(None, "root", "0755") == []
