@@ -1,0 +1,60 @@
+# Copyright: (c) 2025, dflash.deploy contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""journal_exception: the exception line a failed SGLang server left in its journal.
+
+    {{ journal.stdout_lines | dflash.deploy.journal_exception }}
+      ->  'ImportError: cannot import name ...'  or  ''  when there is none
+
+The journal is read with `journalctl -o cat`, so each line is what the server wrote. SGLang's
+logger puts a timestamp in front of its own lines, with the process's role when it has one:
+
+    [2026-12-01 11:40:12] ImportError: cannot import name 'x' from 'sgl_kernel'
+    [2026-12-01 11:40:12 TP0] Scheduler hit an exception: Traceback (most recent call last):
+      File ".../scheduler.py", line 2701, in run_scheduler_process
+        ...
+    RuntimeError: CUDA error: an illegal memory access was encountered
+
+A traceback that Python prints itself has no prefix, and the logged one continues on lines
+without it. The answer is the last line that, without that prefix, is an exception line
+(`[module.]NameError: message`, or the class alone), or the last logged line that carries one
+after a colon ("Scheduler hit an exception: RuntimeError: …"); the prefix is not repeated.
+Indented lines (a traceback's frames and source) never count.
+"""
+from __future__ import annotations
+
+import re
+
+# "[2026-12-01 11:40:12]", "[2026-12-01 11:40:12 TP0]", "[2026-12-01 11:40:12 DP1 TP3 EP3]"
+_PREFIX = re.compile(r"\[\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?: [^\]]*)?\]\s*")
+_CLASS = r"(?:[A-Za-z_]\w*\.)*(?:[A-Za-z_]\w*)?(?:Error|Exception|Interrupt|Exit)"
+_LINE = re.compile(rf"{_CLASS}(?::\s.*|:?\s*)")
+_AFTER_COLON = re.compile(rf":\s+({_CLASS}:\s.*)")
+
+
+def exception_in_line(line) -> str:
+    """The exception this one journal line names, without SGLang's prefix; '' when none."""
+    text = str(line).rstrip("\r\n")
+    prefix = _PREFIX.match(text)
+    if prefix:
+        text = text[prefix.end():]
+    if not text or text[0].isspace():
+        return ""
+    if _LINE.fullmatch(text):
+        return text.rstrip()
+    inner = _AFTER_COLON.search(text)
+    return inner.group(1).rstrip() if inner else ""
+
+
+def journal_exception(lines) -> str:
+    """The last exception line of the journal's lines (a list, or one text); '' when none."""
+    if isinstance(lines, str):
+        lines = lines.splitlines()
+    found = ""
+    for line in lines or []:
+        found = exception_in_line(line) or found
+    return found
+
+
+class FilterModule:
+    def filters(self):
+        return {"journal_exception": journal_exception}

@@ -1,0 +1,110 @@
+"""journal_exception: the exception line of a failed server's journal, SGLang's timestamped lines included."""
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+_spec = importlib.util.spec_from_file_location(
+    "dflash_journal_filter", Path(__file__).resolve().parents[4] / "plugins" / "filter" / "journal.py")
+mod = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(mod)
+
+# What `journalctl -o cat -u sglang-dflash@qwen3-8b.service` shows when a scheduler dies: SGLang's
+# own lines carry "[date time]" or "[date time TP0]", the traceback's lines after the first none.
+SCHEDULER_DIED = """\
+[2026-12-01 11:40:02] server_args=ServerArgs(model_path='/srv/models/Qwen3-8B', tp_size=1, port=30001)
+[2026-12-01 11:40:05 TP0] Init torch distributed begin.
+[2026-12-01 11:40:09 TP0] Load weight begin. avail mem=78.12 GB
+[2026-12-01 11:40:12 TP0] Scheduler hit an exception: Traceback (most recent call last):
+  File ".../site-packages/sglang/srt/managers/scheduler.py", line 2701, in run_scheduler_process
+    scheduler = Scheduler(server_args, port_args, gpu_id, tp_rank, moe_ep_rank, pp_rank, dp_rank)
+  File ".../site-packages/sglang/srt/speculative/dflash_worker.py", line 88, in __init__
+    raise RuntimeError("DFlash worker: draft KV cache layout mismatch")
+RuntimeError: DFlash worker: draft KV cache layout mismatch
+
+[2026-12-01 11:40:12] Received sigquit from a child process. It usually means the child failed.
+"""
+
+
+@pytest.mark.parametrize(("line", "expected"), [
+    # SGLang's logger, the plain and the per-rank prefix
+    ("[2026-12-01 11:40:12] ImportError: cannot import name 'x' from 'sgl_kernel'",
+     "ImportError: cannot import name 'x' from 'sgl_kernel'"),
+    ("[2026-12-01 11:40:12 TP0] ValueError: invalid speculative_algorithm 'DFLASH2'",
+     "ValueError: invalid speculative_algorithm 'DFLASH2'"),
+    ("[2026-12-01 11:40:12 DP1 TP3 EP3] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+     "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"),
+    ("[2026-12-01 11:40:12.123 TP0] KeyError: 'dflash'", "KeyError: 'dflash'"),
+    # a logged message that carries the exception after a colon, on one line
+    ("[2026-12-01 11:40:12 TP0] Scheduler hit an exception: RuntimeError: CUDA error: an illegal memory access "
+     "was encountered", "RuntimeError: CUDA error: an illegal memory access was encountered"),
+    # what Python prints itself (no prefix): the last line of a traceback, dotted names, no message
+    ("sglang.srt.cuda_driver.CudaDriverError: CUDA driver call cuInit failed: CUDA_ERROR_NO_DEVICE (100)",
+     "sglang.srt.cuda_driver.CudaDriverError: CUDA driver call cuInit failed: CUDA_ERROR_NO_DEVICE (100)"),
+    ("OSError: [Errno 30] Read-only file system: '/var/cache/dflash/qwen3-8b/triton'",
+     "OSError: [Errno 30] Read-only file system: '/var/cache/dflash/qwen3-8b/triton'"),
+    ("Exception: weights missing", "Exception: weights missing"),
+    ("KeyboardInterrupt", "KeyboardInterrupt"),
+    ("RuntimeError: boom\r\n", "RuntimeError: boom"),
+    # not exception lines
+    ("[2026-12-01 11:40:12 TP0] Scheduler hit an exception: Traceback (most recent call last):", ""),
+    ("Traceback (most recent call last):", ""),
+    ('  File "/x/scheduler.py", line 2701, in run_scheduler_process', ""),
+    ('    raise RuntimeError("DFlash worker: x")', ""),
+    ("    RuntimeError: an indented line is a frame's source, not the exception", ""),
+    ("[2026-12-01 11:40:12] Received sigquit from a child process. It usually means the child failed.", ""),
+    ("[2026-12-01 11:40:12 TP0] Load weight end. type=Qwen3ForCausalLM, avail mem=61.80 GB, mem usage=16.32 GB.", ""),
+    ("The above exception was the direct cause of the following exception:", ""),
+    ("ERROR:    [Errno 98] error while attempting to bind on address ('0.0.0.0', 30001): address already in use", ""),
+    ("[2026-12-01 11:40:12 TP0] Exception in thread Thread-3 (watchdog):", ""),
+    ("", ""),
+])
+def test_one_line(line, expected):
+    assert mod.exception_in_line(line) == expected
+
+
+def test_the_traceback_after_a_tp0_line_gives_its_last_line():
+    assert mod.journal_exception(SCHEDULER_DIED.splitlines()) == \
+        "RuntimeError: DFlash worker: draft KV cache layout mismatch"
+
+
+def test_the_regex_the_task_had_missed_every_timestamped_line():
+    """What the role matched before: only lines that begin with the class name."""
+    import re
+    old = re.compile(r"^[A-Za-z_.]*(Error|Exception|Interrupt)\b.*:")
+    line = "[2026-12-01 11:40:12] ImportError: cannot import name 'x' from 'sgl_kernel'"
+    assert not old.match(line)
+    assert mod.journal_exception(["[2026-12-01 11:40:10] Starting", line]) == \
+        "ImportError: cannot import name 'x' from 'sgl_kernel'"
+
+
+def test_the_last_exception_wins_and_later_plain_lines_do_not_clear_it():
+    lines = ["[2026-12-01 11:40:10 TP0] ValueError: first",
+             "[2026-12-01 11:40:11 TP0] Scheduler hit an exception: RuntimeError: second",
+             "[2026-12-01 11:40:12] Received sigquit from a child process. It usually means the child failed.",
+             "Killed"]
+    assert mod.journal_exception(lines) == "RuntimeError: second"
+
+
+def test_a_chained_traceback_gives_the_outermost_exception():
+    lines = ["Traceback (most recent call last):", '  File "a.py", line 1, in <module>',
+             "ModuleNotFoundError: No module named 'sgl_kernel.flash_attn'", "",
+             "During handling of the above exception, another exception occurred:", "",
+             "Traceback (most recent call last):", '  File "b.py", line 9, in <module>',
+             "ImportError: cannot import name 'min_p_sampling_from_probs' from 'sgl_kernel'"]
+    assert mod.journal_exception(lines) == lines[-1]
+
+
+@pytest.mark.parametrize("nothing", [[], None, "", ["[2026-12-01 11:40:02] Started", "INFO:     Uvicorn running"]])
+def test_no_exception_is_the_empty_string(nothing):
+    assert mod.journal_exception(nothing) == ""
+
+
+def test_one_text_is_read_as_its_lines():
+    assert mod.journal_exception(SCHEDULER_DIED) == "RuntimeError: DFlash worker: draft KV cache layout mismatch"
+
+
+def test_the_filter_is_registered():
+    assert mod.FilterModule().filters()["journal_exception"] is mod.journal_exception
