@@ -12,7 +12,8 @@ description:
     or a readiness wait is never one silent minute).
   - At the end of the run, prints one block per host - the release, what changed in each phase
     and the time each phase took, the health URL and the served model; or, for a failed host, the
-    task that failed and its first line, with the journal lines the failure carried.
+    task that failed and its first line, with the journal lines the failure carried. For a looped
+    task that is the first failing item's own message and label, not "One or more items failed".
   - Phases are the roles (C(sglang_venv), C(cuda_overlay), ...) and the play's own tasks.
     A play reports its outcome by setting the fact C(dflash_deploy_report) (a dict with
     C(release), C(health_url), C(models) and C(changes)), which this callback reads; nothing else is required.
@@ -64,6 +65,40 @@ def first_line(text) -> str:
         if line.strip():
             return line.strip()
     return ""
+
+
+def item_label(value) -> str:
+    """A short label for a loop item: a scalar as it is, a dict by its name alone (an instance's
+    item also holds its API key), a list by the labels of its parts."""
+    if isinstance(value, (str, int, float)):
+        text = str(value)
+    elif isinstance(value, dict):
+        name = value.get("name")
+        text = str(name) if isinstance(name, (str, int)) else ""
+    elif isinstance(value, (list, tuple)):
+        text = " ".join(filter(None, (item_label(part) for part in value)))
+    else:
+        text = ""
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def failed_items(result: dict) -> list:
+    """The items of a looped task that failed, in loop order (none for a task without a loop)."""
+    return [r for r in result.get("results") or [] if isinstance(r, dict) and r.get("failed")]
+
+
+def failure_cause(result: dict) -> str:
+    """The first line of why a task failed. For a loop, whose own msg is only "One or more items
+    failed", the first failing item's own message, with its label and how many more items failed."""
+    items = failed_items(result)
+    if not items:
+        return first_line(result.get("msg") or result.get("stderr") or result.get("module_stderr")
+                          or result.get("censored") or "failed")
+    cause = failure_cause(items[0])
+    label = item_label(items[0].get("_ansible_item_label", items[0].get("item")))
+    notes = ([f"item {label}"] if label else []) + \
+        ([f"{len(items) - 1} more item{'s' if len(items) > 2 else ''} failed"] if len(items) > 1 else [])
+    return cause + (f" ({'; '.join(notes)})" if notes else "")
 
 
 def journal_lines(result: dict) -> list:
@@ -216,9 +251,9 @@ class CallbackModule(CallbackBase):
         if ignore_errors:
             return
         res = result._result
-        cause = first_line(res.get("msg") or res.get("stderr") or res.get("module_stderr") or "failed")
-        rec.failure = {"phase": phase_of(result._task), "task": task_name(result._task), "cause": cause,
-                       "journal": journal_lines(res)}
+        items = failed_items(res)
+        rec.failure = {"phase": phase_of(result._task), "task": task_name(result._task), "cause": failure_cause(res),
+                       "journal": journal_lines(items[0] if items else res)}
 
     def v2_runner_on_unreachable(self, result):
         rec = self._record(result, False)

@@ -1,12 +1,19 @@
 """deploy_summary: what the operator reads at the end of a deploy, from what the run recorded."""
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 from ansible_collections.dflash.deploy.plugins.callback.deploy_summary import (
     HostRecord,
+    failure_cause,
     format_host,
+    item_label,
     journal_lines,
     summary_lines,
 )
+from conftest import REPO
 
 
 class Stats:
@@ -97,3 +104,105 @@ def test_the_roles_own_words_come_first_and_replace_already_converged():
     lines = format_host("ct200", quiet)
     assert "  changed: launcher sglang-dflash-launch" in lines
     assert not any("nothing (already converged)" in line for line in lines)
+
+
+# A looped assert as ansible-core 2.19 hands it to v2_runner_on_failed (recorded from a run of
+# preflight's "Refuse an assigned GPU that is missing or fails the smoke test" shape): the task's
+# own msg says only that an item failed; each item's result carries its msg and label.
+LOOP_RESULT = {
+    "results": [
+        {"changed": False, "msg": "All assertions passed", "failed": False, "_ansible_no_log": False,
+         "item": [{"name": "qwen3-8b", "port": 30001, "api_key": "sk-not-shown"}, 1], "ansible_loop_var": "item",
+         "_ansible_item_label": "qwen3-8b GPU 1"},
+        {"failed": True, "evaluated_to": False, "assertion": "_sglang_service_gpu is not none",
+         "msg": "instance probe: GPU 9 is not listed by nvidia-smi (dead or absent); assign a healthy GPU in "
+                "sglang_service_instances (nvidia-smi lists 0, 1, 2, 3)",
+         "changed": False, "exception": "(traceback unavailable)", "_ansible_no_log": False,
+         "item": [{"name": "probe", "port": 30002, "api_key": "sk-not-shown"}, 9], "ansible_loop_var": "item",
+         "_ansible_item_label": "probe GPU 9"},
+    ],
+    "msg": "One or more items failed",
+    "changed": False,
+}
+
+
+def test_a_looped_task_names_the_failing_items_own_message_and_label():
+    assert failure_cause(LOOP_RESULT) == (
+        "instance probe: GPU 9 is not listed by nvidia-smi (dead or absent); assign a healthy GPU in "
+        "sglang_service_instances (nvidia-smi lists 0, 1, 2, 3) (item probe GPU 9)")
+
+
+def test_a_loop_with_several_failures_names_the_first_and_counts_the_rest():
+    failing = dict(LOOP_RESULT["results"][1])
+    second = dict(failing, msg="instance other: GPU 8 is not listed by nvidia-smi", _ansible_item_label="other GPU 8")
+    third = dict(failing, msg="instance last: GPU 7 is not listed", _ansible_item_label="last GPU 7")
+    cause = failure_cause(dict(LOOP_RESULT, results=[*LOOP_RESULT["results"], second, third]))
+    assert cause.startswith("instance probe: GPU 9 is not listed")
+    assert cause.endswith("(item probe GPU 9; 2 more items failed)")
+    two = failure_cause(dict(LOOP_RESULT, results=[failing, second]))
+    assert two.endswith("(item probe GPU 9; 1 more item failed)")
+
+
+def test_an_item_without_a_label_is_named_by_its_name_never_its_other_keys():
+    # a file task over paths (the item is the label), and a loop over instance dicts without loop_control.label
+    path_item = {"path": "/etc/x", "failed": True, "item": "/etc/x", "_ansible_item_label": "/etc/x",
+                 "msg": "There was an issue creating /etc/x as requested: [Errno 30] Read-only file system: b'/etc/x'"}
+    assert failure_cause({"results": [path_item], "msg": "One or more items failed"}).endswith("(item /etc/x)")
+    dict_item = {"failed": True, "msg": "instance b: port 22 bad", "item": {"name": "b", "api_key": "sk-2"},
+                 "_ansible_item_label": {"name": "b", "port": 22, "api_key": "sk-2"}}
+    cause = failure_cause({"results": [dict_item], "msg": "One or more items failed"})
+    assert cause == "instance b: port 22 bad (item b)" and "sk-2" not in cause
+    assert item_label({"port": 22, "api_key": "sk-2"}) == ""
+    assert item_label("x" * 200) == "x" * 77 + "..."
+    # a command that failed: its stderr when msg says nothing
+    cmd_item = {"failed": True, "msg": "", "stderr": "flock: cannot open lock file\nmore",
+                "_ansible_item_label": "ct200"}
+    assert failure_cause({"results": [cmd_item], "msg": "One or more items failed"}) == \
+        "flock: cannot open lock file (item ct200)"
+
+
+def test_without_a_loop_or_with_its_output_hidden_the_tasks_own_line_stands():
+    assert failure_cause({"msg": "driver 570.133.20 supports CUDA 12.8\nsecond line"}) == \
+        "driver 570.133.20 supports CUDA 12.8"
+    hidden = "the output has been hidden due to the fact that 'no_log: true' was specified for this result"
+    censored = {"changed": False, "_ansible_no_log": True, "censored": hidden,
+                "results": [{"changed": False, "_ansible_no_log": True, "censored": hidden},
+                            {"changed": False, "_ansible_no_log": True, "exception": "(traceback unavailable)",
+                             "censored": hidden}]}
+    assert failure_cause(censored) == hidden
+
+
+PLAYBOOK = """
+- name: A deploy-shaped play whose looped preflight check fails on one item
+  hosts: localhost
+  gather_facts: false
+  tasks:
+    - name: Report
+      ansible.builtin.set_fact:
+        dflash_deploy_report: {release: 38daf6d080f8bba8}
+    - name: Refuse an assigned GPU that is missing
+      ansible.builtin.assert:
+        that: item.1 in [0, 1, 2]
+        fail_msg: "instance {{ item.0.name }}: GPU {{ item.1 }} is not listed by nvidia-smi; assign a healthy GPU"
+        quiet: true
+      loop: [[{name: qwen3-8b, api_key: sk-e2e-secret}, 1], [{name: probe, api_key: sk-e2e-secret}, 9]]
+      loop_control:
+        label: "{{ item.0.name }} GPU {{ item.1 }}"
+"""
+
+
+def test_the_summary_of_a_real_failed_loop(tmp_path):
+    """ansible-playbook with the collection's ansible.cfg (the callback enabled), a looped task failing on
+    its second item: the summary's cause is that item's message, labelled."""
+    (tmp_path / "play.yml").write_text(PLAYBOOK)
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
+               ANSIBLE_LOCALHOST_WARNING="false", ANSIBLE_INVENTORY_UNPARSED_WARNING="false")
+    run = subprocess.run([str(REPO / ".venv" / "bin" / "ansible-playbook"), "-i", "localhost,", "-c", "local",
+                          "-e", f"ansible_python_interpreter={sys.executable}", str(tmp_path / "play.yml")],
+                         cwd=REPO, capture_output=True, text=True, env=env, check=False)
+    assert run.returncode == 2, run.stdout + run.stderr
+    summary = run.stdout.split("DFLASH DEPLOY SUMMARY", 1)[1].splitlines()
+    assert summary[1] == 'localhost: FAILED in play at "Refuse an assigned GPU that is missing"', summary
+    assert summary[2] == ("  cause: instance probe: GPU 9 is not listed by nvidia-smi; assign a healthy GPU "
+                          "(item probe GPU 9)"), summary
+    assert "sk-e2e-secret" not in "\n".join(summary)
