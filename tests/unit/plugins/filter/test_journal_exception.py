@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 _spec = importlib.util.spec_from_file_location(
-    "dflash_journal_filter", Path(__file__).resolve().parents[4] / "plugins" / "filter" / "journal.py")
+    "dflash_journal_filter", Path(__file__).resolve().parents[4] / "plugins" / "filter" / "journal_exception.py")
 mod = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(mod)
 
