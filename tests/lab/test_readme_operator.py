@@ -112,6 +112,9 @@ def test_the_readme_operator_path(operator):
     # A later release (the overlay path, with the staged DFlash-capable tree changed), so that there is a
     # previous one to go back to.
     newer = work / "dflash-newer"
+    assert not (work / "dflash" / "artifacts" / "dflash-src").exists()  # upstream (the default) captures no tree
+    stage_line = next(c for c in commands if "stage_artifacts" in c)
+    run(f"{stage_line} -e dflash_source=overlay -e stage_artifacts_force=false")
     run(f"cp -r dflash/artifacts/dflash-src {newer} && echo '# newer' >> "
         f"{newer}/python/sglang/srt/speculative/dflash_utils.py")
     deploy_line = next(c for c in commands if "deploy_dflash" in c)
