@@ -6,10 +6,12 @@
 #   - its requirements: the venv's sglang METADATA Requires-Dist when that
 #     dist-info describes this tree (same version), else the kernel stack the
 #     tree runs with there (sglang-kernel, sgl-kernel, flashinfer-python,
-#     flashinfer-cubin, torch at their installed versions, local tags dropped):
+#     flashinfer-cubin, torch, transformers at their installed versions, local
+#     tags dropped; 0.5.11's models need transformers 5.6.0, 0.5.9 pins 4.57.1):
 #     a tree copied over another release leaves a dist-info that no longer
 #     describes the code.
 # usage: python3 capture_dflash_sources.py VENV OUT_TAR  -> JSON on stdout
+import email.parser
 import glob
 import io
 import json
@@ -18,7 +20,7 @@ import re
 import sys
 import tarfile
 
-STACK = ("sglang-kernel", "sgl-kernel", "flashinfer-python", "flashinfer-cubin", "torch")
+STACK = ("sglang-kernel", "sgl-kernel", "flashinfer-python", "flashinfer-cubin", "torch", "transformers")
 
 
 def norm(name):
@@ -26,20 +28,16 @@ def norm(name):
 
 
 def read_metadata(dist_info):
-    fields = {"Name": None, "Version": None, "Requires-Dist": []}
+    """Name, Version and Requires-Dist of a METADATA file, read as the email headers it is (core metadata
+    spec): a field may continue over indented lines, some of them whitespace only (real sglang 0.5.11's
+    License), and only a truly empty line ends the headers."""
     try:
         with open(os.path.join(dist_info, "METADATA"), encoding="utf-8") as fh:
-            for line in fh:
-                if not line.strip():
-                    break
-                key, _sep, value = line.partition(":")
-                if key == "Requires-Dist":
-                    fields[key].append(value.strip())
-                elif key in fields and fields[key] is None:
-                    fields[key] = value.strip()
+            headers = email.parser.HeaderParser().parse(fh)
     except OSError:
         return None
-    return fields
+    return {"Name": headers.get("Name"), "Version": headers.get("Version"),
+            "Requires-Dist": [str(r).strip() for r in headers.get_all("Requires-Dist", [])]}
 
 
 def installed(site):

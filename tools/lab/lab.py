@@ -80,8 +80,9 @@ REFERENCE_SET = (
     "flashinfer-python==0.6.8.post1", "flashinfer-cubin==0.6.8.post1",
 )
 PROVISIONED = "/etc/dflash-lab-provisioned"  # written last: a host without it is re-provisioned
-# The reference venv's seed: a digest of the fixture DFlash tree and REFERENCE_SET. `up` seeds the
-# reference host again when the fixtures changed since (the tree is what stage_artifacts captures).
+# The reference venv's seed: a digest of the fixture DFlash tree, REFERENCE_SET and the fixture wheels'
+# manifest. `up` seeds the reference host again when the fixtures changed since (the tree is what
+# stage_artifacts captures; a wheel's requirements decide what the venv holds).
 SEEDED = "/etc/dflash-lab-seeded"
 MODELS = {"Qwen3-8B": "Qwen3ForCausalLM", "Qwen3-8B-DFlash-b16": "DFlashDraftModel"}
 
@@ -526,6 +527,8 @@ def seed_digest() -> str:
     tar = FIXTURES / "dflash-src.tar"
     h = hashlib.sha256(tar.read_bytes() if tar.is_file() else b"")
     h.update(json.dumps(REFERENCE_SET).encode())
+    manifest = FIXTURES / "manifest.json"  # the wheels REFERENCE_SET resolves to (and what they require)
+    h.update(manifest.read_bytes() if manifest.is_file() else b"")
     return h.hexdigest()[:16]
 
 

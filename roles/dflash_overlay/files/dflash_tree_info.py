@@ -10,6 +10,7 @@ or what capture_dflash_sources.py writes), else a METADATA file's Requires-Dist.
 A tree that declares nothing is refused (exit 1): no list is kept by hand.
 """
 
+import email.parser
 import json
 import os
 import re
@@ -40,17 +41,12 @@ def from_pyproject(path):
 
 
 def from_metadata(path):
-    version, requires = None, []
+    """Version and Requires-Dist, read as the email headers METADATA is (core metadata spec): a field may
+    continue over indented lines, some whitespace only (real sglang 0.5.11's License); only a truly empty
+    line ends the headers."""
     with open(path, encoding="utf-8") as fh:
-        for line in fh:
-            if not line.strip():
-                break  # the body starts
-            key, _sep, value = line.partition(":")
-            if key == "Version":
-                version = value.strip()
-            elif key == "Requires-Dist":
-                requires.append(value.strip())
-    return version, requires
+        headers = email.parser.HeaderParser().parse(fh)
+    return headers.get("Version"), [str(r).strip() for r in headers.get_all("Requires-Dist", [])]
 
 
 def main(argv):

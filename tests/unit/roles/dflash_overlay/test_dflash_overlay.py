@@ -144,7 +144,7 @@ def test_the_tree_declares_its_requirements(tmp_path):
     info = json.loads(out.stdout)
     assert info["version"] == "0.5.11" and info["requires"] == ["sglang-kernel==0.4.2", "torch==2.11.0"]
     (src / "python" / "pyproject.toml").unlink()
-    (src / "python" / "METADATA").write_text("Name: sglang\nVersion: 0.5.11\nRequires-Dist: torch==2.11.0\n\nbody\n")
+    (src / "python" / "METADATA").write_text(REAL_METADATA_HEAD + "Requires-Dist: torch==2.11.0\n\nbody\n")
     info = json.loads(subprocess.run([sys.executable, str(TREE_INFO), str(src), "python/sglang"],
                                      capture_output=True, text=True, check=True).stdout)
     assert info["requires"] == ["torch==2.11.0"]
@@ -164,6 +164,13 @@ except ImportError:
     except Exception:
         __version__ = "0.0.0.dev0"
 """
+# The head of real sglang 0.5.11's METADATA: its License field continues over indented lines, some of
+# them whitespace only; the headers end at the first truly empty line.
+REAL_METADATA_HEAD = ("Metadata-Version: 2.4\nName: sglang\nVersion: 0.5.11\nSummary: SGLang is a fast serving "
+                      "framework.\nLicense:                                  Apache License\n"
+                      "                                   Version 2.0, January 2004\n        \n"
+                      "           TERMS AND CONDITIONS FOR USE, REPRODUCTION, AND DISTRIBUTION\n        \n"
+                      "Requires-Python: >=3.10\n")
 REAL_UNDERSCORE_VERSION_PY = ("__version__: str\n__version__ = version = '0.5.11'\n"
                               "__version_tuple__ = version_tuple = (0, 5, 11)\n")
 
@@ -180,8 +187,8 @@ def test_the_capture_takes_the_whole_tree_and_real_0_5_11_s_version(tmp_path):
     (pkg / "__pycache__" / "version.cpython-311.pyc").write_bytes(b"pyc")
     meta = site / "sglang-0.5.11.dist-info"
     meta.mkdir()
-    (meta / "METADATA").write_text("Metadata-Version: 2.4\nName: sglang\nVersion: 0.5.11\n"
-                                   "Requires-Dist: sglang-kernel==0.4.2\nRequires-Dist: transformers==5.6.0\n\nbody\n")
+    (meta / "METADATA").write_text(REAL_METADATA_HEAD + "Requires-Dist: sglang-kernel==0.4.2\n"
+                                   "Requires-Dist: transformers==5.6.0\n\nbody\nRequires-Dist: not-a-header\n")
     out = tmp_path / "tree.tar"
     proc = subprocess.run([sys.executable, str(CAPTURE), str(tmp_path / "venv"), str(out)], capture_output=True,
                           text=True, check=True)
