@@ -3,7 +3,9 @@
 """Filters behind playbooks/audit.yml: what each host/venv holds, and where they differ.
 
 ``audit_columns`` turns what the audit play registered on each host (pkg_probe per venv,
-the DFlash files found, the units) into one flat column of facts per host and venv;
+the DFlash files found, the units) into one flat column of facts per host and venv, with
+each distribution's version (``dist <name>``) and the sha256 of what it installed
+(``sha256 <name>``: pkg_probe's ``record_sha256``, over its RECORD's paths and hashes);
 ``audit_table`` lays the columns side by side and keeps the rows where they differ.
 Both are pure functions of their input.
 """
@@ -60,6 +62,9 @@ def venv_column(probe: dict, dflash_found: list, units: dict) -> dict:
     }
     for name, d in dists.items():
         col[f"dist {name}"] = d.get("version") or "?"
+        if d.get("record_sha256"):
+            # the files as installed: the same version from other bytes (a planted .pth) differs here
+            col[f"sha256 {name}"] = d["record_sha256"][:16]
     return col
 
 

@@ -9,6 +9,7 @@ import time
 from ansible_collections.dflash.deploy.plugins.module_utils import findings as F
 from ansible_collections.dflash.deploy.plugins.module_utils.host import gpu as G
 from ansible_collections.dflash.deploy.plugins.module_utils.host.imports import import_many, service_env
+from ansible_collections.dflash.deploy.plugins.module_utils.host.unprivileged import as_user, user_env
 from ansible_collections.dflash.deploy.plugins.module_utils.pydist import distributions as D
 from ansible_collections.dflash.deploy.plugins.module_utils.pydist.dist_info import normalize_name
 from ansible_collections.dflash.deploy.plugins.module_utils.pydist.requirements import check as check_requirements
@@ -16,7 +17,7 @@ from ansible_collections.dflash.deploy.plugins.module_utils.pydist.torch_facts i
 from ansible_collections.dflash.deploy.plugins.module_utils.pydist.venv import locate
 
 
-def probe_distributions(venv_info, only=None, uv=None):
+def probe_distributions(venv_info, only=None, uv=None, run_as=None):
     """distributions, import_owners, unsatisfied, requirements_check, torch, findings (and problems: their
     details, one line each)."""
     site = venv_info["site_packages"]
@@ -48,7 +49,7 @@ def probe_distributions(venv_info, only=None, uv=None):
         add("owner_conflict", name, "import %s is owned by %s; files on disk match %s" % (
             name, ", ".join(entry["distributions"]), ", ".join(entry["on_disk"]) or "neither RECORD"))
     req = check_requirements(dists, venv_info.get("python_version"), uv=uv,
-                             python=venv_info["python"] if venv_info.get("python_exists") else None)
+                             python=venv_info["python"] if venv_info.get("python_exists") else None, user=run_as)
     if req["error"]:
         add("requirements_unchecked", None, req["error"])
     torch = torch_facts(site, dists)
@@ -119,17 +120,20 @@ def probe_gpus(nvidia_smi, smoke=False, dev_dir="/dev", python=None, env=None, s
 
 
 def probe(venv, imports=(), gpus=False, smoke=False, only=None, environment=None, uv=None, nvidia_smi=None,
-          dev_dir="/dev", import_timeout=120, smoke_timeout=30):
-    """The whole pkg_probe result (raises VenvError for a missing or non-venv path)."""
+          dev_dir="/dev", import_timeout=120, smoke_timeout=30, run_as=None):
+    """The whole pkg_probe result (raises VenvError for a missing or non-venv path, UnprivilegedError for a
+    ``run_as`` that cannot be used). With ``run_as`` the venv's interpreter runs as that user only."""
     t0 = time.monotonic()
+    if run_as:
+        as_user(run_as, [])  # refused before anything runs
     v = locate(venv)
     result = {"python": {"executable": v["python"], "version": v["python_version"], "exists": v["python_exists"]},
               "site_packages": v["site_packages"]}
-    result.update(probe_distributions(v, only, uv))
-    env = service_env(environment)
+    result.update(probe_distributions(v, only, uv, run_as))
+    env = service_env(environment, base=user_env(run_as) if run_as else None)
     if imports:
         if v["python_exists"]:
-            result["imports"] = import_many(v["python"], imports, timeout=import_timeout, env=env)
+            result["imports"] = import_many(v["python"], imports, timeout=import_timeout, env=env, user=run_as)
         else:
             result["imports"] = dict((n, {"ok": False, "version": None, "seconds": 0.0,
                                           "error": "venv interpreter %s is missing or a broken link" % v["python"]})

@@ -35,6 +35,15 @@ options:
     type: list
     elements: str
     default: []
+  run_as:
+    description:
+      - Run the venv's interpreter (the O(imports) and C(uv pip check)'s interpreter query) as this
+        unprivileged user, through C(/usr/bin/setpriv) with the user's groups, no new privileges and the
+        user's C(HOME); a C(.pth) file or module a wheel brought then runs without root.
+      - Refused before anything runs when the user is unknown, has uid 0, or C(/usr/bin/setpriv) is not a
+        root-owned file. Unset, the interpreter runs as the module's user.
+      - The GPU probes run the module's own interpreter and C(nvidia-smi), not the venv's.
+    type: str
   distributions:
     description:
       - Limit the detailed fields (installer, requires, top-level names, RECORD file check) to these
@@ -128,6 +137,9 @@ distributions:
   description:
     - Installed distributions by normalized name. C(installer), C(requires), C(top_level), C(files) and the
       RECORD check fields are returned for the distributions selected by O(distributions) (all by default).
+    - C(record_sha256) - sha256 over the RECORD entries (path, hash, size) of the files the distribution put
+      in site-packages (scripts, byte code and the installer's own dist-info files left out), so the same
+      version installed from other bytes has another. null without RECORD entries.
   returned: always
   type: dict
   sample:
@@ -292,6 +304,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 try:
     from ansible_collections.dflash.deploy.plugins.module_utils.host.imports import check_environment, check_timeouts
+    from ansible_collections.dflash.deploy.plugins.module_utils.host.unprivileged import UnprivilegedError
     from ansible_collections.dflash.deploy.plugins.module_utils.pkg_probe import probe
     from ansible_collections.dflash.deploy.plugins.module_utils.pydist.venv import VenvError
     IMPORT_ERROR = None
@@ -311,6 +324,7 @@ def main():
             gpu_smoke_test=dict(type="bool", default=False),
             smoke_test_timeout=dict(type="int", default=30),
             device_dir=dict(type="path", default="/dev"),
+            run_as=dict(type="str"),
         ),
         supports_check_mode=True,
     )
@@ -329,7 +343,10 @@ def main():
             uv=module.get_bin_path("uv"),
             nvidia_smi=module.get_bin_path("nvidia-smi") if want_gpus else None,
             dev_dir=p["device_dir"], import_timeout=p["import_timeout"], smoke_timeout=p["smoke_test_timeout"],
+            run_as=p["run_as"],
         )
+    except UnprivilegedError as exc:
+        module.fail_json(msg=str(exc), changed=False, venv=p["venv"])
     except VenvError as exc:
         module.fail_json(msg=exc.detail, changed=False, venv=p["venv"])
     except (OSError, ValueError) as exc:

@@ -15,6 +15,7 @@ from ansible_collections.dflash.deploy.plugins.module_utils.host.runner import (
     parse_report,
     run_with_timeout,
 )
+from ansible_collections.dflash.deploy.plugins.module_utils.host.unprivileged import as_user
 
 
 def check_environment(environment):
@@ -46,9 +47,14 @@ def service_env(environment=None, base=None):
     return env
 
 
-def import_one(python, name, timeout=120, env=None):
+def import_one(python, name, timeout=120, env=None, user=None):
+    """One import in its own interpreter; with ``user``, run as that user (setpriv) from ``/``."""
     t0 = time.monotonic()
-    rc, stdout, stderr, timed_out = run_with_timeout([python, "-c", child_source(import_child), name], timeout, env)
+    argv = [python, "-c", child_source(import_child), name]
+    if user:
+        argv = as_user(user, argv)
+    extra = {"cwd": "/"} if user else {}  # the module's working directory may be root's alone
+    rc, stdout, stderr, timed_out = run_with_timeout(argv, timeout, env, **extra)
     wall = round(time.monotonic() - t0, 3)
     if timed_out:
         return {"ok": False, "version": None, "seconds": wall, "error": "timed out after %ss" % timeout}
@@ -66,5 +72,7 @@ def import_one(python, name, timeout=120, env=None):
             "error": "interpreter exited with rc %s before reporting: %s" % (rc, last)}
 
 
-def import_many(python, names, timeout=120, env=None, workers=4):
-    return fan_out(lambda n: import_one(python, n, timeout, env), dict.fromkeys(names), workers)
+def import_many(python, names, timeout=120, env=None, workers=4, user=None):
+    if user:
+        as_user(user, [])  # an unknown user, uid 0 or no setpriv: refused once, before any import
+    return fan_out(lambda n: import_one(python, n, timeout, env, user), dict.fromkeys(names), workers)

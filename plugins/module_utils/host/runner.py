@@ -25,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 REPORT_MARK = "@@DFLASH@@"
 
 
-def run_with_timeout(argv, timeout, env=None, merge_stderr=False):
+def run_with_timeout(argv, timeout, env=None, merge_stderr=False, cwd=None):
     """(rc, stdout, stderr, timed_out); the whole process group is killed on timeout.
 
     rc is None when the program could not be started (stderr then says why). With ``merge_stderr``
@@ -34,7 +34,7 @@ def run_with_timeout(argv, timeout, env=None, merge_stderr=False):
     try:
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE, env=env,
-                                start_new_session=True)
+                                start_new_session=True, cwd=cwd)
     except OSError as exc:
         return None, "", str(exc), False
     try:

@@ -68,6 +68,29 @@ def top_level_from_record(paths):
     return sorted(name for name in names if "." not in name)
 
 
+# What an installer writes about itself, not what the wheel brought (pip and uv differ here).
+_INSTALLER_FILES = ("INSTALLER", "REQUESTED", "RECORD", "direct_url.json", "uv_cache.json", "uv_build.json")
+
+
+def record_digest(record):
+    """sha256 over the RECORD entries (path, hash, size) of the files a distribution put in site-packages:
+    the wheel's contents as installed, comparable between hosts and installers. Left out: files outside
+    site-packages (scripts carry the venv's path), byte code, and the installer's own dist-info files.
+    A file the wheel brought that its RECORD did not list is added by the installer (uv: with no hash),
+    so it changes the digest too. None for a distribution without RECORD entries."""
+    lines = []
+    for path, digest, size in record:
+        base = path.rsplit("/", 1)[-1]
+        if path.startswith("../") or "/__pycache__/" in "/" + path or path.endswith(".pyc"):
+            continue
+        if ".dist-info/" in path and path.count("/") == 1 and base in _INSTALLER_FILES:
+            continue
+        lines.append("%s,%s,%s" % (path, digest or "", "" if size is None else size))
+    if not lines:
+        return None
+    return hashlib.sha256("\n".join(sorted(lines)).encode("utf-8", "surrogateescape")).hexdigest()
+
+
 def read_distribution(installed):
     """One distribution's facts from its InstalledDist (list_dists); never raises for unreadable or
     missing files (see ``errors``)."""
@@ -98,6 +121,7 @@ def read_distribution(installed):
     except (csv.Error, RecordError) as exc:
         info["errors"].append("RECORD: malformed (%s)" % exc)
     info["record"] = record
+    info["record_sha256"] = record_digest(record)
     try:
         declared = _read_text(os.path.join(d, "top_level.txt")).split()
     except OSError:
@@ -234,6 +258,7 @@ def public_view(dist, detailed=True):
             "requires": list(dist.get("requires", ())),
             "top_level": list(dist.get("top_level", ())),
             "files": len(dist.get("record", ())),
+            "record_sha256": dist.get("record_sha256"),
         })
         for k in ("missing_files", "missing_count", "broken_symlinks", "broken_symlink_count"):
             if k in dist:

@@ -30,6 +30,7 @@ except ImportError:  # pragma: no cover - depends on the host
     PACKAGING_IMPORT_ERROR = traceback.format_exc()
 
 from ansible_collections.dflash.deploy.plugins.module_utils.host.runner import run_with_timeout
+from ansible_collections.dflash.deploy.plugins.module_utils.host.unprivileged import as_user, user_env
 from ansible_collections.dflash.deploy.plugins.module_utils.pydist.dist_info import normalize_name
 
 
@@ -128,10 +129,13 @@ def parse_uv_check(text, dists):
     return out
 
 
-def check_with_uv(uv, python, dists, timeout=60):
-    """(unsatisfied list, error or None) from ``uv pip check --python <python>``."""
-    rc, text, err, timed_out = run_with_timeout([uv, "pip", "check", "--python", python], timeout,
-                                                merge_stderr=True)
+def check_with_uv(uv, python, dists, timeout=60, user=None):
+    """(unsatisfied list, error or None) from ``uv pip check --python <python>`` (uv runs the interpreter:
+    with ``user``, as that user, uv's cache off)."""
+    argv, extra = [uv, "pip", "check", "--python", python], {}
+    if user:
+        argv, extra = as_user(user, argv), {"env": dict(user_env(user), UV_NO_CACHE="1"), "cwd": "/"}
+    rc, text, err, timed_out = run_with_timeout(argv, timeout, merge_stderr=True, **extra)
     if rc is None:
         return [], "uv pip check could not run: %s" % err
     if timed_out:
@@ -143,12 +147,12 @@ def check_with_uv(uv, python, dists, timeout=60):
     return found, None
 
 
-def check(dists, python_version=None, uv=None, python=None):
+def check(dists, python_version=None, uv=None, python=None, user=None):
     """dict: method ('packaging'|'uv'|None), unsatisfied (list), error (str or None)."""
     if HAS_PACKAGING:
         return {"method": "packaging", "unsatisfied": check_with_packaging(dists, python_version), "error": None}
     if uv and python:
-        found, err = check_with_uv(uv, python, dists)
+        found, err = check_with_uv(uv, python, dists, user=user)
         return {"method": "uv", "unsatisfied": found, "error": err}
     return {"method": None, "unsatisfied": [],
             "error": "requirements not checked: the Python package 'packaging' is not importable by the module's "

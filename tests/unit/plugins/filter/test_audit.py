@@ -63,3 +63,14 @@ def test_identical_hosts_say_so_and_a_failed_probe_is_a_column():
     cols = audit.audit_columns({"a": GOOD, "b": broken}, ["a", "b"])
     assert cols["b:/x"] == {"error": "no interpreter"}
     assert dict(audit.audit_rows(cols))["error"] == ["-", "no interpreter"]
+
+
+def test_the_same_version_from_other_bytes_is_a_difference():
+    clean = {"triton": {"version": "3.6.0", "top_level": ["triton"], "record_sha256": "a" * 64}}
+    planted = {"triton": {"version": "3.6.0", "top_level": ["triton"], "record_sha256": "b" * 64}}
+    one = hostvars(probe("/r", "2.11.0+cu130", "13.0", {"sglang-kernel": "0.4.2"}, clean))
+    two = hostvars(probe("/r", "2.11.0+cu130", "13.0", {"sglang-kernel": "0.4.2"}, planted))
+    rows = dict(audit.audit_rows(audit.audit_columns({"ct129": one, "ct200": two}, ["ct129", "ct200"])))
+    assert rows == {"sha256 triton": ["a" * 16, "b" * 16]}  # the versions agree; only the bytes differ
+    same = dict(audit.audit_rows(audit.audit_columns({"ct129": one, "ct200": one}, ["ct129", "ct200"])))
+    assert same == {}

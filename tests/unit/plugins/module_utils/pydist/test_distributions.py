@@ -168,3 +168,19 @@ def test_single_module_and_top_level_extension_owned_twice(tmp_path):
     owners = D.import_owners(str(site), D.scan(str(site)))
     assert owners == {"six": {"distributions": ["six", "six-old"], "shared_files": 1, "on_disk": ["six"]},
                       "fast": {"distributions": ["fast-a", "fast-b"], "shared_files": 1, "on_disk": ["fast-b"]}}
+
+
+def test_record_digest_is_the_wheels_contents_whatever_the_installer_wrote_about_itself():
+    from ansible_collections.dflash.deploy.plugins.module_utils.pydist.distributions import record_digest
+    wheel = [("triton/__init__.py", "sha256=AAA", 546), ("triton-3.6.0.dist-info/METADATA", "sha256=BBB", 90),
+             ("triton-3.6.0.dist-info/RECORD", "", None)]
+    by_uv = wheel + [("triton-3.6.0.dist-info/INSTALLER", "sha256=uv", 2),
+                     ("../../../bin/triton", "sha256=venvpath1", 300)]
+    by_pip = [("triton-3.6.0.dist-info/REQUESTED", "sha256=x", 0), ("triton-3.6.0.dist-info/INSTALLER", "sha256=p", 4),
+              ("triton/__pycache__/__init__.cpython-311.pyc", "sha256=C", 700),
+              ("../../../bin/triton", "sha256=venvpath2", 300)] + list(reversed(wheel))
+    assert record_digest(by_uv) == record_digest(by_pip) == record_digest(wheel)
+    planted = by_uv + [("zz_planted.pth", "", 60)]  # uv lists a file the wheel's RECORD did not, with no hash
+    assert record_digest(planted) != record_digest(by_uv)
+    assert record_digest([("triton/__init__.py", "sha256=AAB", 546)] + wheel[1:]) != record_digest(wheel)
+    assert record_digest([]) is None and record_digest([("../../../bin/x", "sha256=1", 1)]) is None

@@ -150,7 +150,9 @@ def test_public_view(venv):
     dist.update(D.check_files(str(sp(venv)), dist))
     assert D.public_view(dist) == {"name": "clean", "version": "2.0", "installer": "uv", "requires": [],
                                    "top_level": ["clean"], "files": 5, "missing_files": [], "missing_count": 0,
-                                   "broken_symlinks": [], "broken_symlink_count": 0}
+                                   "broken_symlinks": [], "broken_symlink_count": 0,
+                                   "record_sha256": D.record_digest(dist["record"])}
+    assert len(dist["record_sha256"]) == 64
     assert D.public_view(dist, detailed=False) == {"name": "clean", "version": "2.0"}
 
 
