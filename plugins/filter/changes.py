@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 
+from ansible_collections.dflash.deploy.plugins.filter.lock_hashes import lock_hashes
 from ansible_collections.dflash.deploy.plugins.filter.verdict import normalize
 
 # What each release input is, for the operator (the playbook's sglang_venv_release_inputs keys).
@@ -53,6 +54,15 @@ def lock_changes(old_lock: str, new_lock: str) -> list:
     return out
 
 
+def hash_changes(old_lock: str, new_lock: str) -> str:
+    """What differs in the locks' sha256 for the same name and version ('' when nothing does)."""
+    old, new = lock_hashes(old_lock), lock_hashes(new_lock)
+    if new and not any(old.values()) and any(new.values()):
+        return f"sha256 now pinned ({len(new)} packages)"
+    other = [key.replace("==", " ") for key in sorted(old.keys() & new.keys()) if old[key] and old[key] != new[key]]
+    return f"other sha256 for {_listed(other)}" if other else ""
+
+
 def release_changes(old_specs, new_spec, new_id) -> list:
     """Lines describing release ``new_id`` (its spec: ``lock``, ``python``, ``inputs``) against each
     distinct release the instances run now, given as their ``built.json`` contents
@@ -76,6 +86,9 @@ def release_changes(old_specs, new_spec, new_id) -> list:
         packages = lock_changes(old.get("lock", ""), new_spec.get("lock", ""))
         if packages:
             parts.append("packages: " + _listed(packages))
+        hashes = hash_changes(old.get("lock", ""), new_spec.get("lock", ""))
+        if hashes:
+            parts.append(hashes)
         if old.get("python") != new_spec.get("python"):
             parts.append(f"python {old.get('python') or '?'} -> {new_spec.get('python') or '?'}")
         old_inputs, new_inputs = old.get("inputs") or {}, new_spec.get("inputs") or {}

@@ -130,3 +130,15 @@ def test_overlay_changes_count_removed_files_and_name_stale_ones():
     assert overlay_changes(lines, "DFlash sources") == [
         "DFlash sources: 1 replaced, 2 removed (not in the tree), "
         "removed again (not in the tree): sglang/srt/models/mimo_v2_flash_nextn.py"]
+
+
+def test_hash_changes_name_newly_pinned_locks_and_other_bytes_under_one_version():
+    hashed = ("sglang==0.5.9 \\\n    --hash=sha256:" + "a" * 64
+              + "\ntorch==2.11.0+cu130 \\\n    --hash=sha256:" + "b" * 64)
+    other = hashed.replace("a" * 64, "c" * 64)
+    old = "sglang==0.5.9\ntorch==2.11.0+cu130\n"
+    assert release_changes([{"release_id": "aaaa", "spec": spec(old)}], spec(hashed), "bbbb") == [
+        "release bbbb replaces aaaa: sha256 now pinned (2 packages)"]
+    assert release_changes([{"release_id": "bbbb", "spec": spec(hashed)}], spec(other), "cccc") == [
+        "release cccc replaces bbbb: other sha256 for sglang 0.5.9"]
+    assert lock_changes(hashed, other) == []  # the same names and versions

@@ -1,0 +1,123 @@
+# Copyright: (c) 2025, dflash.deploy contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The release lock's hashes: the same name and version must be the same bytes.
+
+    {{ lock_text | dflash.deploy.lock_hashes }}
+      ->  {"triton==3.6.0": ["fbaa4a30…"], ...}   (normalized name, sha256 hex, sorted)
+
+    {{ lock_text | dflash.deploy.lock_hash_errors(known, wheel_files) }}
+      ->  []  or one line per package, naming it (and its wheel, from a wheelhouse)
+
+The lock is `uv pip compile --generate-hashes` output: ``name==version \\`` lines followed by
+``    --hash=sha256:<hex>`` lines; comments and ``# via`` lines are skipped. ``known`` lists
+what this host (or the operator) already knows to be the bytes of a name and version:
+``{"source": "release 5c1e…", "lock": "<lock text>"}`` (a built release's lock) or
+``{"source": "sglang_venv_pinned_hashes", "hashes": {"name==version": ["<hex>", ...]}}``.
+
+A lock is refused when a package in it has no sha256 (uv could not pin it, so `uv pip sync
+--require-hashes` would stop later, after the venv was made), or when a name and version
+that a known source records comes with none of the recorded hashes: other bytes under a
+known name and version (a wheel rebuilt or tampered with in the wheelhouse, an index that
+serves another file). A set that shares a hash with the recorded one is not refused: an
+index may add a wheel for another platform to a version, and `uv pip sync
+--require-hashes` installs only a file whose hash the lock lists.
+"""
+from __future__ import annotations
+
+import re
+
+_NORM = re.compile(r"[-_.]+")
+_PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?\s*==\s*([^\s;\\]+)")
+_HASH = re.compile(r"--hash[= ]sha256:([0-9A-Fa-f]{64})")
+
+
+def _key(name: str, version: str) -> str:
+    return f"{_NORM.sub('-', name).lower()}=={version.strip().lower()}"
+
+
+def lock_hashes(text) -> dict:
+    """``{"name==version": [sha256 hex, ...]}`` from uv's requirements output (hashes sorted, lower case)."""
+    out: dict = {}
+    current = None
+    for raw in str(text or "").splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        pin = _PIN.match(line) if not raw[:1].isspace() else None
+        if pin:
+            current = _key(pin.group(1), pin.group(2))
+            out.setdefault(current, set())
+        elif not raw[:1].isspace() and not line.startswith("--hash"):
+            current = None  # an option line (--index-url ...) or a requirement that is not a pin
+        if current is not None:
+            out[current].update(h.lower() for h in _HASH.findall(line))
+    return {k: sorted(v) for k, v in out.items()}
+
+
+def _wheel_key(filename: str):
+    """``name==version`` of a wheel (or sdist) file name, None for anything else."""
+    base = str(filename).rsplit("/", 1)[-1]
+    if base.endswith(".whl"):
+        parts = base[:-4].split("-")
+        return _key(parts[0], parts[1]) if len(parts) >= 5 else None
+    for ext in (".tar.gz", ".zip"):
+        if base.endswith(ext) and "-" in base:
+            name, version = base[: -len(ext)].rsplit("-", 1)
+            return _key(name, version)
+    return None
+
+
+def _short(hashes) -> str:
+    return ", ".join(h[:16] + "…" for h in sorted(hashes)) or "none"
+
+
+def lock_hash_errors(text, known=None, wheel_files=None) -> list:
+    """One line per package of the lock that has no sha256, or whose hashes share none with the ones
+    a known source records for the same name and version (see the module's docstring)."""
+    new = lock_hashes(text)
+    recorded: dict = {}  # key -> (set of hashes, [sources])
+    for entry in known or []:
+        if not isinstance(entry, dict):
+            continue
+        source = str(entry.get("source") or "a known lock")
+        table = entry.get("hashes") if isinstance(entry.get("hashes"), dict) else lock_hashes(entry.get("lock"))
+        for key, hashes in table.items():
+            if isinstance(hashes, str):
+                hashes = [hashes]
+            hashes = {str(h).lower().removeprefix("sha256:") for h in hashes or []}
+            if not hashes:
+                continue  # a lock from before hashes were kept records no bytes
+            norm = _key(*str(key).split("==", 1)) if "==" in str(key) else str(key)
+            have, sources = recorded.setdefault(norm, (set(), []))
+            have.update(hashes)
+            if source not in sources:
+                sources.append(source)
+    wheels: dict = {}
+    for name in wheel_files or []:
+        key = _wheel_key(name)
+        if key:
+            wheels.setdefault(key, []).append(str(name).rsplit("/", 1)[-1])
+
+    def label(key: str) -> str:
+        files = sorted(wheels.get(key, []))
+        return f"wheel {', '.join(files)} ({key})" if files else key
+
+    errors = []
+    for key in sorted(new):
+        hashes = set(new[key])
+        if not hashes:
+            errors.append(f"{label(key)} has no sha256 in the lock (uv pip compile --generate-hashes gave none): "
+                          "it cannot be installed with --require-hashes")
+            continue
+        if key in recorded and not hashes & recorded[key][0]:
+            have, sources = recorded[key]
+            errors.append(f"{label(key)} is sha256 {_short(hashes)}, but {' and '.join(sources)} recorded "
+                          f"sha256 {_short(have)} for the same name and version: other bytes are refused "
+                          "(replace the file with the recorded one, or set sglang_venv_accept_new_hashes=true "
+                          "to take them on purpose)")
+    return errors
+
+
+class FilterModule:
+    def filters(self):
+        return {"lock_hashes": lock_hashes, "lock_hash_errors": lock_hash_errors}

@@ -1,0 +1,95 @@
+"""lock_hashes / lock_hash_errors: the lock pins every package by sha256, and the same name and version
+must be the bytes a known source recorded."""
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+_spec = importlib.util.spec_from_file_location(
+    "dflash_lock_hashes_filter", Path(__file__).resolve().parents[4] / "plugins" / "filter" / "lock_hashes.py")
+mod = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(mod)
+
+A = "a" * 64
+B = "b" * 64
+C = "c" * 64
+
+# uv pip compile --no-header --generate-hashes output, as lock.yml keeps it.
+LOCK = f"""\
+flashinfer-python==0.6.8.post1 \\
+    --hash=sha256:{A}
+    # via sglang
+sglang==0.5.11 \\
+    --hash=sha256:{B}
+Torch==2.11.0+cu130 \\
+    --hash=sha256:{C.upper()} \\
+    --hash=sha256:{A}
+    # via
+    #   sglang
+    #   flashinfer-python
+"""
+
+
+def test_lock_hashes_reads_uvs_output_with_normalized_names():
+    assert mod.lock_hashes(LOCK) == {
+        "flashinfer-python==0.6.8.post1": [A],
+        "sglang==0.5.11": [B],
+        "torch==2.11.0+cu130": sorted([A, C]),
+    }
+
+
+def test_a_pin_without_hash_and_option_lines():
+    text = "--index-url http://x/simple\nfoo_bar==1.0\n    # via baz\nsglang[all]==0.5.9 \\\n    --hash=sha256:" + A
+    assert mod.lock_hashes(text) == {"foo-bar==1.0": [], "sglang==0.5.9": [A]}
+    assert mod.lock_hashes("") == {} and mod.lock_hashes(None) == {}
+
+
+def test_a_lock_of_hashes_with_nothing_known_is_accepted():
+    assert mod.lock_hash_errors(LOCK, [], []) == []
+
+
+def test_a_package_without_sha256_is_refused_by_name():
+    errors = mod.lock_hash_errors("sglang==0.5.11\n", [], [])
+    assert len(errors) == 1
+    assert errors[0].startswith("sglang==0.5.11 has no sha256 in the lock")
+
+
+def test_other_bytes_under_a_known_name_and_version_are_refused_naming_the_wheel():
+    tampered = LOCK.replace(f"sglang==0.5.11 \\\n    --hash=sha256:{B}", f"sglang==0.5.11 \\\n    --hash=sha256:{C}")
+    known = [{"source": "release 5c1e0a9b3d2f4e61", "lock": LOCK}]
+    errors = mod.lock_hash_errors(tampered, known, ["/opt/dflash/artifacts/wheelhouse/sglang-0.5.11-py3-none-any.whl",
+                                                    "/opt/dflash/artifacts/wheelhouse/sglang-0.5.9-py3-none-any.whl"])
+    assert errors == [
+        f"wheel sglang-0.5.11-py3-none-any.whl (sglang==0.5.11) is sha256 {C[:16]}…, but release 5c1e0a9b3d2f4e61 "
+        f"recorded sha256 {B[:16]}… for the same name and version: other bytes are refused (replace the file "
+        "with the recorded one, or set sglang_venv_accept_new_hashes=true to take them on purpose)"]
+    assert "\n" not in errors[0]
+
+
+def test_a_set_sharing_a_hash_new_versions_and_old_locks_without_hashes_pass():
+    grown = LOCK.replace(f"--hash=sha256:{B}", f"--hash=sha256:{B} \\\n    --hash=sha256:{C}")
+    upgraded = LOCK.replace("sglang==0.5.11", "sglang==0.5.12")
+    old = [{"source": "release old", "lock": "sglang==0.5.11\ntorch==2.11.0+cu130\n"}]
+    known = [{"source": "release 1", "lock": LOCK}]
+    assert mod.lock_hash_errors(grown, known, []) == []
+    assert mod.lock_hash_errors(upgraded, known, []) == []
+    assert mod.lock_hash_errors(LOCK.replace(B, C), old, []) == []
+
+
+def test_pinned_hashes_are_known_before_any_release_and_merge_with_releases():
+    pinned = {"source": "sglang_venv_pinned_hashes", "hashes": {"SGLang==0.5.11": ["sha256:" + C.upper()]}}
+    errors = mod.lock_hash_errors(LOCK, [pinned], [])
+    assert len(errors) == 1 and "sglang==0.5.11 is sha256" in errors[0]
+    assert "but sglang_venv_pinned_hashes recorded" in errors[0]
+    both = [pinned, {"source": "release 1", "lock": LOCK.replace(B, A)}]
+    errors = mod.lock_hash_errors(LOCK, both, [])
+    assert "but sglang_venv_pinned_hashes and release 1 recorded" in errors[0]
+    assert mod.lock_hash_errors(LOCK, [{"source": "x", "hashes": {"sglang==0.5.11": B}}], []) == []
+
+
+def test_wheel_file_names():
+    assert mod._wheel_key("torch-2.11.0+cu130-cp311-cp311-linux_x86_64.whl") == "torch==2.11.0+cu130"
+    assert mod._wheel_key("flashinfer_python-0.6.8.post1-py3-none-any.whl") == "flashinfer-python==0.6.8.post1"
+    assert mod._wheel_key("foo-1.0-1-py3-none-any.whl") == "foo==1.0"
+    assert mod._wheel_key("Foo.Bar-2.0.tar.gz") == "foo-bar==2.0"
+    assert mod._wheel_key("README") is None and mod._wheel_key("bad.whl") is None
