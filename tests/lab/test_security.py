@@ -12,13 +12,21 @@ Against ct200 with one deploy reused by every case, in order (each case leaves c
   d. `chmod 0777` on the layout (and the old sglang-owned parents): the next deploy puts every mode
      back and says so ("host layout: ... put back"); a value with quotes, `$`, backslash and `%`
      reaches the server's environment byte for byte; a second deploy changes nothing.
+  e. artifacts pinned by hash: the fixtures' wheels as a wheelhouse give the release id the index
+     gave (the same bytes, the same id); the same wheelhouse with triton 3.6.0 carrying a planted
+     `.pth` (right name and version) is refused by hash, naming the wheel, before any release is
+     built: the releases, the server and its environment are unchanged and the `.pth` never ran.
 """
 from __future__ import annotations
 
 import hashlib
 import json
+import os
+import shutil
 import subprocess
+import tempfile
 import time
+import zipfile
 
 import pytest
 from conftest import REPO, VENV_BIN, ansible_env, lab
@@ -184,3 +192,54 @@ def test_a_loosened_layout_is_put_back_and_reported(deployed):
     # Re-run: nothing to put back, nothing changed.
     again = deploy(*with_instances(INSTANCE, environment={"DFLASH_QUOTING": QUOTING}), label="second deploy")
     assert again["rc"] == 0 and again["stats"]["changed"] == 0, again["stats"]
+
+
+WHEELHOUSE = REPO / "build" / "fixtures" / "wheelhouse"
+PLANTED = "/var/tmp/dflash-planted-pth-ran"
+
+
+def current_release() -> str:
+    return sh("readlink -f /opt/dflash/instances/qwen3-8b/current").strip()
+
+
+def test_a_tampered_wheelhouse_wheel_is_refused_by_hash_before_any_change(deployed):
+    clean = tempfile.mkdtemp(prefix="dflash-wheelhouse-")
+    tampered = tempfile.mkdtemp(prefix="dflash-wheelhouse-")
+    for d in (clean, tampered):
+        os.chmod(d, 0o755)  # the tar's "." entry carries the directory's mode to the host
+    for wheel in WHEELHOUSE.glob("*.whl"):
+        shutil.copy(wheel, clean)
+        shutil.copy(wheel, tampered)
+    with zipfile.ZipFile(f"{tampered}/triton-3.6.0-py3-none-any.whl", "a") as whl:
+        whl.writestr("zz_dflash_planted.pth", f"import os; open({PLANTED!r}, 'w').write(str(os.getuid()))\n")
+    source = {"sglang_venv_source": "wheelhouse"}
+    try:
+        sh(f"rm -f {PLANTED}")
+        running = current_release()
+        # The same bytes from the wheelhouse: the same lock, hashes and all, so the same release.
+        out = deploy("-e", json.dumps({**source, "sglang_venv_wheelhouse_controller_dir": clean}),
+                     *with_instances(INSTANCE), label="wheelhouse: same bytes")
+        assert out["rc"] == 0, out["failed"]
+        assert current_release() == running
+        releases = sh("ls /opt/dflash/releases")
+        before = server_state()
+        out = deploy("-e", json.dumps({**source, "sglang_venv_wheelhouse_controller_dir": tampered}),
+                     *with_instances(INSTANCE), label="refused: tampered wheel")
+        assert out["rc"] != 0, out["stats"]
+        # Only the wheelhouse itself was pushed; no release was made, nothing was installed or switched.
+        changed = {name.rsplit(" : ", 1)[-1] for name in out["changed"]}
+        assert changed <= {"Push the wheelhouse", "Unpack the wheelhouse"}, out["changed"]
+        message = "; ".join(out["failed"])
+        print(f"\nrefusal: {message}")
+        release_id = running.rsplit("/", 1)[1]
+        assert "nothing was installed or switched" in message, message
+        assert ("wheel triton-3.6.0-py3-none-any.whl (triton==3.6.0) is sha256 " in message
+                and f"but release {release_id} recorded sha256 " in message), message
+        assert "\n" not in message
+        assert sh("ls /opt/dflash/releases") == releases
+        assert server_state() == before
+        assert sh(f"test -e {PLANTED} && echo ran || echo never", check=False).strip() == "never"
+    finally:
+        shutil.rmtree(clean)
+        shutil.rmtree(tampered)
+        sh(f"rm -rf /opt/dflash/artifacts/wheelhouse /opt/dflash/artifacts/wheelhouse.tar {PLANTED}", check=False)
