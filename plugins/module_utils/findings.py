@@ -83,7 +83,9 @@ def root_cause(findings):
 
 
 def message(findings, ok_text="compatible"):
-    """One line: the root cause and the fix a person would take (``fix`` key), plus how many more errors."""
+    """One line: the root cause and the fix a person would take (``fix`` key), plus how many more errors,
+    naming the other missing names where they are of the root cause's kind (python_api: every name the
+    server would fail on, not only the first)."""
     top = root_cause(findings)
     if top is None:
         warns = [f for f in findings if f["severity"] == WARNING]
@@ -94,7 +96,9 @@ def message(findings, ok_text="compatible"):
     text = top["detail"]
     if top.get("fix"):
         text += ": " + top["fix"]
-    more = len(errors(findings)) - 1
-    if more > 0:
-        text += " (and %d more error%s)" % (more, "" if more == 1 else "s")
+    others = sort_findings(errors(findings))[1:]
+    if others:
+        names = [f["name"] for f in others if f["kind"] == top["kind"] and f.get("name")]
+        text += " (and %d more error%s%s)" % (len(others), "" if len(others) == 1 else "s",
+                                              ": " + ", ".join(names) if names else "")
     return text

@@ -29,7 +29,7 @@
 #           of 1 and 2 compared token for token
 #   warm    3 tiny restarted: its own JIT caches (kept in /var/cache/dflash/tiny) are warm
 # SOURCE=overlay (steps wheels,stage,refuse,deploy,serve): sglang[all]==0.5.9 (needs
-#   .gpu-carry/wheels-overlay.tar.xz: transformers 4.57.1, huggingface-hub 0.36.2, pyyaml 6.0.1), the 0.5.11 tree
+#   .gpu-carry/wheels-overlay.tar.xz: transformers 4.57.1, huggingface-hub 0.36.2 and 1.33.0, pyyaml 6.0.1), the 0.5.11 tree
 #   captured by playbooks/files/capture_dflash_sources.py; `refuse` deploys it with
 #   dflash_overlay_enabled=false and expects verification to refuse it; `serve` starts tiny (DFLASH)
 # Rehearsal without a GPU: ROOT=/tmp/rh VENV=<any venv> STEPS=wheels,deploy
@@ -98,12 +98,11 @@ if has wheels; then
       --root dill $REF --out "$WH" --json "$RES/standins.json" 2>&1 | tee -a "$RES/steps.log"
     # kernel_pin installs the tree's declared stack from the wheelhouse, with what it requires
     # (flashinfer-python 0.6.8.post1: cuda-tile, nvidia-cutlass-dsl; transformers 5.6.0: a newer
-    # huggingface-hub): real where carried or in the reference venv, stand-ins for the rest. Both
-    # transformers are carried, so their huggingface-hub ranges contradict each other in the closure:
-    # the reference venv's 1.x is bundled by name (cuda_overlay puts it in before kernel_pin runs)
+    # huggingface-hub 1.x, carried beside 0.5.9's 0.36.2): real where carried or in the reference
+    # venv, stand-ins for the rest
     "$PY" "$REPO/tests/gpu/standin_wheels.py" --wheelhouse "$WH" --root sglang-kernel==0.4.2 \
       --root flashinfer-python==0.6.8.post1 --root flashinfer-cubin==0.6.8.post1 --root transformers==5.6.0 \
-      --bundle-also huggingface-hub $REF --out "$WH" --json "$RES/standins-pin.json" 2>&1 | tail -3 | tee -a "$RES/steps.log"
+      $REF --out "$WH" --json "$RES/standins-pin.json" 2>&1 | tail -3 | tee -a "$RES/steps.log"
   else
     rm -f "$WH"/sglang-0.5.9-*.whl "$WH"/transformers-4.57.1-*.whl "$WH"/huggingface_hub-0.36.2-*.whl
     "$PY" "$REPO/tests/gpu/standin_wheels.py" --wheelhouse "$WH" --root sglang==0.5.11 --root jsonschema \

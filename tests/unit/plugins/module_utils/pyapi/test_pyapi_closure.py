@@ -364,7 +364,7 @@ def test_abi_check_python_api_findings_and_message(tmp_path):
     assert result["msg"] == (
         "sglang 0.5.9 imports min_p_sampling_from_probs from sgl_kernel (sglang/srt/layers/sampler.py:4), which "
         "sglang-kernel 0.4.2 does not define: install the sglang-kernel version sglang pins, or sglang built for "
-        "sglang-kernel 0.4.2 (and 2 more errors)")
+        "sglang-kernel 0.4.2 (and 2 more errors: awq_marlin_moe_repack, awq_marlin_repack)")
     missing = [f for f in result["findings"] if f["kind"] == "missing_python_name"]
     assert [(f["severity"], f["path"], f["name"], f["module"], f["distributions"]) for f in missing] == [
         ("error", "sglang/srt/layers/sampler.py:4", "min_p_sampling_from_probs", "sgl_kernel", ["sglang-kernel"]),

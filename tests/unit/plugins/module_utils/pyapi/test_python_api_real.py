@@ -60,7 +60,8 @@ def test_sglang_059_beside_sglang_kernel_042(cases):
     assert result["msg"] == (
         "sglang 0.5.9 imports awq_marlin_moe_repack from sgl_kernel (sglang/srt/layers/quantization/awq.py:63), "
         "which sglang-kernel 0.4.2 does not define: install the sglang-kernel version sglang pins, or sglang built "
-        "for sglang-kernel 0.4.2 (and 4 more errors)")
+        "for sglang-kernel 0.4.2 (and 4 more errors: awq_marlin_repack, scaled_fp4_quant, "
+        "min_p_sampling_from_probs, top_k_top_p_sampling_from_probs)")
     summary = result["python_api"]["sglang"]
     assert summary["unparsed"] == [] and summary["truncated"] is False and summary["start_modules"] > 400
 
