@@ -45,6 +45,7 @@ ROOT=${ROOT:-}
 EXTRA_SKIP=${EXTRA_SKIP:-}
 SGLANG_PY=${SGLANG_PY:-/usr/bin/python3}
 READY_TIMEOUT=${READY_TIMEOUT:-420}
+DTYPE=${DTYPE:-bfloat16}  # float32: greedy DFLASH vs plain without bf16 near-ties
 SOURCE=${SOURCE:-upstream}  # overlay: sglang[all] 0.5.9 + the 0.5.11 tree applied whole (steps refuse, deploy, serve)
 SKIP_SYSTEMD=sglang_service_switch,sglang_service_readiness,sglang_service_absent${EXTRA_SKIP:+,$EXTRA_SKIP}
 RES=$WORK/results
@@ -155,7 +156,7 @@ all:
       hosts:
         gpu-target:
 EOF
-EXTRA='["--dtype", "bfloat16", "--sampling-backend", "pytorch", "--grammar-backend", "none",
+EXTRA='["--dtype", "'"$DTYPE"'", "--sampling-backend", "pytorch", "--grammar-backend", "none",
   "--disable-cuda-graph", "--disable-piecewise-cuda-graph", "--mem-fraction-static", "0.2",
   "--max-total-tokens", "65536", "--max-running-requests", "8", "--context-length", "4096"]'
 ENVS='{"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_HUB_DISABLE_TELEMETRY": "1",
