@@ -99,3 +99,17 @@ def test_abi_check_and_imports_are_reported_per_instance():
 def test_a_failed_probe_is_the_only_finding():
     assert findings({"failed": True, "msg": "no interpreter at /opt/dflash/releases/x/bin/python"}) == [
         "pkg_probe failed: no interpreter at /opt/dflash/releases/x/bin/python"]
+
+
+def test_compatible_release_extras_and_markers_are_read_as_pep_508():
+    """What the Jinja copy of the verdict (a regex over name, one operator, one version) got wrong."""
+    probe = copy.deepcopy(GOOD)
+    assert findings(probe, requirements=["sglang-kernel~=0.4.0", "flashinfer-python[cubin]>=0.6.8,<0.7",
+                                         'torch==2.11.0; sys_platform == "linux"']) == []
+    assert findings(probe, requirements=["sglang-kernel~=0.5.0"]) == [
+        "the DFlash sources need sglang-kernel~=0.5.0: sglang-kernel 0.4.2 is installed"]
+    # a superseded requirement is matched by its normalised name, whatever its extras, marker or spelling
+    probe["unsatisfied"].append({"distribution": "sglang", "version": "0.5.9",
+                                 "requirement": 'Flashinfer_Cubin[x]==0.6.3; extra == "all"',
+                                 "installed": "0.6.8.post1", "problem": "conflict"})
+    assert findings(probe) == []
