@@ -8,6 +8,9 @@
     {{ lock_text | dflash.deploy.lock_hash_errors(known, wheel_files) }}
       ->  []  or one line per package, naming it (and its wheel, from a wheelhouse)
 
+    {{ slurp_results | dflash.deploy.built_locks }}
+      ->  [{"source": "release 5c1e…", "lock": "<lock text>"}, ...]   (known sources from built.json)
+
 The lock is `uv pip compile --generate-hashes` output: ``name==version \\`` lines followed by
 ``    --hash=sha256:<hex>`` lines; comments and ``# via`` lines are skipped. ``known`` lists
 what this host (or the operator) already knows to be the bytes of a name and version:
@@ -24,6 +27,8 @@ index may add a wheel for another platform to a version, and `uv pip sync
 """
 from __future__ import annotations
 
+import base64
+import json
 import re
 
 _NORM = re.compile(r"[-_.]+")
@@ -69,6 +74,25 @@ def _wheel_key(filename: str):
 
 def _short(hashes) -> str:
     return ", ".join(h[:16] + "…" for h in sorted(hashes)) or "none"
+
+
+def built_locks(slurp_results) -> list:
+    """The known sources of the releases built on the host: ``{"source": "release <id>", "lock": ...}``
+    from each slurped ``<release>/.dflash-release/built.json`` (an unread or unparsable one records
+    nothing; a built.json without release_id is named by its release directory)."""
+    out = []
+    for result in slurp_results or []:
+        if not isinstance(result, dict) or "content" not in result:
+            continue
+        try:
+            built = json.loads(base64.b64decode(result["content"]))
+        except (ValueError, TypeError):
+            continue
+        if not isinstance(built, dict):
+            continue
+        release = built.get("release_id") or str(result.get("item", "")).split("/")[-3:][0]
+        out.append({"source": f"release {release}", "lock": (built.get("spec") or {}).get("lock") or ""})
+    return out
 
 
 def lock_hash_errors(text, known=None, wheel_files=None) -> list:
@@ -120,4 +144,4 @@ def lock_hash_errors(text, known=None, wheel_files=None) -> list:
 
 class FilterModule:
     def filters(self):
-        return {"lock_hashes": lock_hashes, "lock_hash_errors": lock_hash_errors}
+        return {"lock_hashes": lock_hashes, "lock_hash_errors": lock_hash_errors, "built_locks": built_locks}

@@ -93,3 +93,27 @@ def test_wheel_file_names():
     assert mod._wheel_key("foo-1.0-1-py3-none-any.whl") == "foo==1.0"
     assert mod._wheel_key("Foo.Bar-2.0.tar.gz") == "foo-bar==2.0"
     assert mod._wheel_key("README") is None and mod._wheel_key("bad.whl") is None
+
+
+def _slurped(path, data):
+    import base64
+    import json
+    return {"item": path, "content": base64.b64encode(json.dumps(data).encode()).decode(), "changed": False}
+
+
+def test_built_locks_reads_each_release_s_built_json_and_skips_what_it_cannot():
+    results = [
+        _slurped("/opt/dflash/releases/5c1e/.dflash-release/built.json",
+                 {"release_id": "5c1e", "spec": {"lock": LOCK}}),
+        # no release_id: named by its release directory; no spec: an empty lock
+        _slurped("/opt/dflash/releases/77aa/.dflash-release/built.json", {}),
+        {"item": "/opt/dflash/releases/dead/.dflash-release/built.json", "failed": True, "msg": "unreadable"},
+        {"item": "/opt/dflash/releases/bad/.dflash-release/built.json", "content": "bm90IGpzb24="},  # "not json"
+        {"skipped": True},
+    ]
+    assert mod.built_locks(results) == [{"source": "release 5c1e", "lock": LOCK},
+                                        {"source": "release 77aa", "lock": ""}]
+    assert mod.built_locks(None) == []
+    # what lock_hash_errors then makes of it: the recorded bytes are known, other bytes are not
+    assert mod.lock_hash_errors(LOCK, mod.built_locks(results[:1])) == []
+    assert mod.lock_hash_errors(LOCK.replace(B, C), mod.built_locks(results[:1])) != []
