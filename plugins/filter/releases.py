@@ -2,7 +2,7 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """release_trust_errors: may an instance link (current, previous) be used as a release?
 
-    {{ link_stat | dflash.deploy.release_trust_errors(target_stat, marker_b64, base_dir, 'previous') }}
+    {{ link_stat | dflash.deploy.release_trust_errors(target_stat, fingerprint, base_dir, 'previous') }}
       ->  []  when it may, else one line per reason, naming the path
 
 A link and the marker inside the release it names earn no trust by existing: the host may
@@ -14,17 +14,15 @@ rolled back to, restarted) only when:
   realpath) is a direct child of <base_dir>/releases;
 - that target is a real directory (not a link), owned by root, not writable by group or
   others (nobody but root could have changed what it holds);
-- its .dflash-release/verified.json is a JSON object whose release_id names that same
-  directory (a marker copied from another release names the other one).
+- its .dflash-release/verified.json vouches for it as it is now (release_fingerprint): it
+  names that same directory (a marker copied from another release names the other one) and
+  records the fingerprint its files still have (anything written since was never verified).
 
-Inputs are Ansible's own results: `stat` (follow: false) of the link and of its target, and
-the `content` of `slurp` of the marker (base64; '' when it could not be read).
+Inputs are `stat` (follow: false) of the link and of its target, and the result of
+`dflash.deploy.release_fingerprint` on the target (skipped, or {}, when it was not read).
 """
 from __future__ import annotations
 
-import base64
-import binascii
-import json
 import posixpath
 
 
@@ -45,21 +43,14 @@ def _target_errors(where: str, target: str, target_stat: dict) -> list:
     return errors
 
 
-def _marker_errors(where: str, target: str, marker_b64: str) -> list:
-    try:
-        marker = json.loads(base64.b64decode(marker_b64 or "", validate=True).decode("utf-8"))
-    except (binascii.Error, UnicodeDecodeError, ValueError):
-        marker = None
-    if not isinstance(marker, dict):
-        return [f"{where} names {target}, which has no readable verified.json: it was never verified"]
-    named = marker.get("release_id")
-    if named != posixpath.basename(target):
-        return [f"{where} names {target}, whose verified.json names release {named}: "
-                "a marker copied from another release verifies nothing"]
-    return []
+def _marker_errors(where: str, target: str, fingerprint: dict) -> list:
+    errors = (fingerprint or {}).get("marker_errors")
+    if fingerprint is None or (fingerprint or {}).get("skipped") or not isinstance(errors, list):
+        return [f"{where} names {target}, whose verified.json was not read: it was never verified"]
+    return [f"{where} names {target}: {e}" for e in errors]
 
 
-def release_trust_errors(link_stat: dict, target_stat: dict, marker_b64: str, base_dir: str,
+def release_trust_errors(link_stat: dict, target_stat: dict, fingerprint: dict, base_dir: str,
                          what: str = "the link") -> list:
     """[] when the link may be used as a release, else why not (one line each)."""
     link_stat = link_stat or {}
@@ -73,7 +64,7 @@ def release_trust_errors(link_stat: dict, target_stat: dict, marker_b64: str, ba
     releases = posixpath.normpath(posixpath.join(base_dir, "releases"))
     if posixpath.dirname(posixpath.normpath(target)) != releases:
         return [f"{where} resolves to {target or '?'}, outside {releases}/"]
-    return _target_errors(where, target, target_stat or {}) or _marker_errors(where, target, marker_b64)
+    return _target_errors(where, target, target_stat or {}) or _marker_errors(where, target, fingerprint)
 
 
 class FilterModule:

@@ -4,10 +4,16 @@
 
     findings = probe | dflash.deploy.release_findings(abi_results, superseded, requirements, cuda_major)
 
+    inputs = instances | dflash.deploy.verification_inputs(gpu_probe, checks)
+
 A release is verified when the list is empty. Each finding is one line a person can act on,
 root causes first: two owners of one import name, a requirement of the DFlash sources that
 the venv does not meet, torch built for another CUDA major, an unsatisfied requirement that
 is not on the declared superseded list, abi_check's verdict, a failed import.
+
+The inputs are what a verdict depends on besides the release's files (the GPUs and driver, the
+instances' backends and features, the checks asked for); the marker of a verified release records
+their digest, so a release is verified again when they change (release_fingerprint).
 
 Pure functions of pkg_probe's and abi_check's results; requirement names are compared
 normalised (PEP 503) and versions with `packaging` (which ansible-core itself requires).
@@ -127,6 +133,35 @@ def release_findings(probe: dict, abi_results: list, superseded: list, requireme
             + unsatisfied_findings(probe, superseded) + abi_findings(abi_results) + import_findings(probe))
 
 
+# What an instance brings to verification: abi_check checks its GPUs, attention backend and features, and the
+# import test runs in its environment. Its name, port, models and API key are the unit's business, not the
+# release's, and stay out of the digest.
+_INSTANCE_INPUTS = ("gpus", "attention_backend", "features", "environment")
+# What the GPU probe says about a card that verification depends on (not its memory use or processes).
+_CARD_INPUTS = ("index", "uuid", "name", "compute_capability")
+
+
+def verification_inputs(instances: list, gpu_probe: dict, checks: dict) -> dict | None:
+    """Everything a verification verdict depends on besides the release's files, or None when unknown.
+
+    `checks` holds what verification is asked (imports, superseded, requirements, torch CUDA major, the
+    service environment); `gpu_probe` is preflight's pkg_probe result. Without a GPU list (preflight skipped
+    or failed to read the GPUs) the inputs are unknown: None, and the release is verified again.
+    """
+    gpus = (gpu_probe or {}).get("gpus")
+    if not isinstance(gpus, list) or not gpus:
+        return None
+    assigned = {i for inst in instances or [] for i in inst.get("gpus") or []}
+    cards = sorted(({k: g.get(k) for k in _CARD_INPUTS} for g in gpus
+                    if isinstance(g, dict) and g.get("index") in assigned), key=lambda c: str(c.get("index")))
+    return {
+        "checks": checks,
+        "driver_version": gpu_probe.get("driver_version"),
+        "cards": cards,
+        "instances": [{k: inst.get(k) for k in _INSTANCE_INPUTS} for inst in instances or []],
+    }
+
+
 class FilterModule:
     def filters(self):
-        return {"release_findings": release_findings}
+        return {"release_findings": release_findings, "verification_inputs": verification_inputs}

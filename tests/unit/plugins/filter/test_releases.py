@@ -1,12 +1,11 @@
 """release_trust_errors: a link and the marker in the release it names earn no trust by existing."""
 from __future__ import annotations
 
-import base64
 import importlib.util
-import json
 from pathlib import Path
 
 import pytest
+from ansible_collections.dflash.deploy.plugins.module_utils import fingerprint as FP
 
 _spec = importlib.util.spec_from_file_location(
     "dflash_releases_filter", Path(__file__).resolve().parents[4] / "plugins" / "filter" / "releases.py")
@@ -19,9 +18,13 @@ LINK = {"exists": True, "islnk": True, "path": "/opt/dflash/instances/qwen3-8b/p
 DIR = {"exists": True, "isdir": True, "islnk": False, "uid": 0, "pw_name": "root", "mode": "0755"}
 
 
+TREE = "4c1f" * 16
+
+
 def marker(**kw):
-    text = json.dumps({"release_id": "5c1e0a9b3d2f4e61", "torch": "2.11.0+cu130", **kw})
-    return base64.b64encode(text.encode()).decode()
+    """release_fingerprint's result for REL with the marker `kw` overrides, its tree still at TREE."""
+    mark = {"release_id": "5c1e0a9b3d2f4e61", "fingerprint": TREE, "torch": "2.11.0+cu130", **kw}
+    return {"marker": mark, "marker_errors": FP.marker_errors(mark, "5c1e0a9b3d2f4e61", TREE)}
 
 
 def errors(link=None, target=None, mark=None):
@@ -47,12 +50,14 @@ def test_a_verified_release_inside_the_layout_is_trusted():
     (None, {"uid": 998, "pw_name": "sglang"}, None, "owned by sglang, not root"),
     (None, {"mode": "0777"}, None, "writable by group or others (mode 0777)"),
     (None, {"mode": "0775"}, None, "writable by group or others (mode 0775)"),
-    (None, None, "", "has no readable verified.json: it was never verified"),
-    (None, None, "bm90IGpzb24=", "has no readable verified.json"),                       # "not json"
-    (None, None, base64.b64encode(b"[1]").decode(), "has no readable verified.json"),
-    (None, None, "%%%", "has no readable verified.json"),
+    (None, None, {}, "whose verified.json was not read: it was never verified"),
+    (None, None, {"skipped": True}, "whose verified.json was not read"),
+    (None, None, {"marker": None, "marker_errors": FP.marker_errors(None, "5c1e0a9b3d2f4e61", TREE)},
+     "it was never verified"),
     (None, None, marker(release_id="38da00aa11bb22cc"),
-     "whose verified.json names release 38da00aa11bb22cc: a marker copied from another release verifies nothing"),
+     "its verified.json names release 38da00aa11bb22cc: a marker copied from another release verifies nothing"),
+    (None, None, marker(fingerprint="77ab" * 16), "its files changed since it was verified"),
+    (None, None, marker(fingerprint=None), "records no fingerprint"),
 ])
 def test_each_reason_is_named_with_its_path(link, target, mark, expected):
     found = errors(link, target, mark)
@@ -61,7 +66,7 @@ def test_each_reason_is_named_with_its_path(link, target, mark, expected):
 
 
 def test_a_foreign_owner_and_loose_mode_are_both_named_and_the_marker_is_not_read():
-    found = errors(target={"uid": 1000, "pw_name": None, "mode": "0757"}, mark="")
+    found = errors(target={"uid": 1000, "pw_name": None, "mode": "0757"}, mark={})
     assert found == ["previous (/opt/dflash/instances/qwen3-8b/previous) names " + REL + ", owned by 1000, not root",
                      "previous (/opt/dflash/instances/qwen3-8b/previous) names " + REL
                      + ", which is writable by group or others (mode 0757)"]

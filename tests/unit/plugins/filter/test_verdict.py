@@ -113,3 +113,39 @@ def test_compatible_release_extras_and_markers_are_read_as_pep_508():
                                  "requirement": 'Flashinfer_Cubin[x]==0.6.3; extra == "all"',
                                  "installed": "0.6.8.post1", "problem": "conflict"})
     assert findings(probe) == []
+
+
+# verification_inputs: what a verdict depends on besides the files (the marker records its digest).
+_GPUS = {"driver_version": "580.95.05", "gpus": [
+    {"index": 0, "uuid": "GPU-a", "name": "RTX PRO 6000", "compute_capability": "12.0", "memory_used_mib": 10},
+    {"index": 1, "uuid": "GPU-b", "name": "RTX PRO 6000", "compute_capability": "12.0", "memory_used_mib": 0}]}
+_INST = [{"name": "qwen3-8b", "port": 30001, "api_key": "sk-secret", "gpus": [1], "attention_backend": "fa3",
+          "features": [], "environment": {}}]
+
+
+def test_verification_inputs_name_the_assigned_cards_and_not_the_secrets():
+    got = verdict.verification_inputs(_INST, _GPUS, {"imports": ["torch"]})
+    assert got["cards"] == [{"index": 1, "uuid": "GPU-b", "name": "RTX PRO 6000", "compute_capability": "12.0"}]
+    assert got["driver_version"] == "580.95.05" and got["checks"] == {"imports": ["torch"]}
+    assert "sk-secret" not in repr(got) and "30001" not in repr(got)
+
+
+def test_verification_inputs_change_with_what_verification_depends_on():
+    base = verdict.verification_inputs(_INST, _GPUS, {"imports": ["torch"]})
+    swapped = copy.deepcopy(_GPUS)
+    swapped["gpus"][1]["uuid"] = "GPU-c"          # another card behind the same index
+    other_backend = [dict(_INST[0], attention_backend="flashinfer")]
+    newer_driver = dict(_GPUS, driver_version="590.10")
+    for changed in (verdict.verification_inputs(_INST, swapped, {"imports": ["torch"]}),
+                    verdict.verification_inputs(other_backend, _GPUS, {"imports": ["torch"]}),
+                    verdict.verification_inputs(_INST, newer_driver, {"imports": ["torch"]}),
+                    verdict.verification_inputs(_INST, _GPUS, {"imports": ["torch", "sglang"]})):
+        assert changed != base
+    busy = copy.deepcopy(_GPUS)
+    busy["gpus"][1]["memory_used_mib"] = 90000     # the server's own memory use is no input
+    assert verdict.verification_inputs(_INST, busy, {"imports": ["torch"]}) == base
+
+
+def test_without_a_gpu_list_the_inputs_are_unknown():
+    assert verdict.verification_inputs(_INST, {}, {}) is None
+    assert verdict.verification_inputs(_INST, {"gpus": []}, {}) is None
