@@ -7,9 +7,12 @@
 #           "release_dirs": [dir],  directories whose entries are releases (each a real, root-owned directory)
 #           "service_parents": [dir],  root's own, which roles before this check left to the service user
 #                                      (/var/lib/dflash, /var/cache/dflash): the service user as owner is put back
-#           "service_dirs": [dir]}  the service user's instance directories (never a symlink)
+#           "service_dirs": [dir],  the service user's instance directories (never a symlink)
+#           "keep": [{"path", "group", "mode"}]}  root's directories as the role keeps them
 # A problem is one line naming the path and what to do. "loose": existing shared_dirs and
-# releases that others may write (the role removes group/other write from them).
+# releases that others may write (the role removes group/other write from them). "unkept": the
+# "keep" paths that are not yet a directory owned by root, with that group and exactly that mode
+# (followed as the file module follows them); the role puts back only those.
 # A symlink is followed only when root made it (an operator's /opt/dflash -> /data/dflash);
 # every directory above a layout path and on root's PATH must be root's and not writable by others.
 import grp
@@ -161,6 +164,22 @@ class Reader:
                 self.problems[i] += " (on root's PATH: a command root runs by name could be replaced)"
 
 
+def unkept(keep):
+    """The paths of ``keep`` that are not a directory root:<group> with exactly <mode>, in order."""
+    out = []
+    for want in keep:
+        try:
+            st = os.stat(want["path"])
+            gid = grp.getgrnam(want["group"]).gr_gid
+        except (OSError, KeyError):
+            out.append(want["path"])  # missing, unreadable, or its group not made yet
+            continue
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != 0 or st.st_gid != gid \
+                or stat.S_IMODE(st.st_mode) != int(str(want["mode"]), 8):
+            out.append(want["path"])
+    return out
+
+
 def main():
     request = json.loads(sys.argv[1])
     reader = Reader(request)
@@ -180,7 +199,8 @@ def main():
             reader.release(os.path.join(parent, name))
     for path in request.get("service_dirs") or []:
         reader.service_dir(os.path.normpath(path))
-    json.dump({"problems": reader.problems, "loose": reader.loose}, sys.stdout)
+    json.dump({"problems": reader.problems, "loose": reader.loose, "unkept": unkept(request.get("keep") or [])},
+              sys.stdout)
 
 
 if __name__ == "__main__":

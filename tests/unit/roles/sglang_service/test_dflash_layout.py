@@ -53,7 +53,7 @@ def test_a_sound_layout_and_a_fresh_one_have_no_problems(layout, tmp_path):
     base, state, cache = layout
     (state / "qwen").mkdir()
     os.chown(state / "qwen", NOBODY, -1)
-    assert read(tmp_path, **request_for(base, state, cache)) == {"problems": [], "loose": []}
+    assert read(tmp_path, **request_for(base, state, cache)) == {"problems": [], "loose": [], "unkept": []}
     assert read(tmp_path, **request_for(tmp_path / "none", tmp_path / "no2", tmp_path / "no3"))["problems"] == []
 
 
@@ -115,7 +115,8 @@ def test_a_loosened_mode_of_roots_own_directory_is_left_to_be_put_back(layout, t
     (base / "releases" / "a518352da3e2603b").mkdir()
     os.chmod(base / "releases" / "a518352da3e2603b", 0o777)
     out = read(tmp_path, **request_for(base, state, cache))
-    assert out == {"problems": [], "loose": [str(base / "releases"), str(base / "releases" / "a518352da3e2603b")]}
+    assert out == {"problems": [], "loose": [str(base / "releases"), str(base / "releases" / "a518352da3e2603b")],
+                   "unkept": []}
 
 
 @as_root
@@ -180,3 +181,27 @@ def test_state_and_cache_parents_the_service_user_owns_are_taken_back_not_refuse
     problems = read(tmp_path, **request_for(base, state, cache))["problems"]
     assert problems == [f"host layout: {cache} is owned by uid 12345, not root: someone else may have changed what "
                         "it holds; check it, then chown root:root it"]
+
+
+@as_root
+def test_only_the_directories_not_as_the_role_keeps_them_are_put_back(layout, tmp_path):
+    """A re-run touches only what differs: missing, another owner, group or mode, a file in its place."""
+    base, state, cache = layout
+    os.chmod(base, 0o755)
+    os.chmod(base / "instances", 0o755)
+    os.chmod(base / "releases", 0o700)
+    os.chown(state, 0, 65534)
+    (tmp_path / "file").write_text("")
+    keep = [{"path": str(base), "group": "root", "mode": "0755"},                 # as kept
+            {"path": str(base / "instances"), "group": "root", "mode": "0750"},   # another mode
+            {"path": str(base / "releases"), "group": "root", "mode": "0755"},    # loosened the other way
+            {"path": str(state), "group": "root", "mode": "0755"},                # another group
+            {"path": str(tmp_path / "missing"), "group": "root", "mode": "0755"},
+            {"path": str(tmp_path / "file"), "group": "root", "mode": "0644"},
+            {"path": str(cache), "group": "no-such-group-here", "mode": "0755"}]  # its group not made yet
+    out = read(tmp_path, keep=keep)
+    assert out["unkept"] == [str(base / "instances"), str(base / "releases"), str(state), str(tmp_path / "missing"),
+                             str(tmp_path / "file"), str(cache)]
+    os.chmod(state, 0o755)
+    os.chown(state, 0, 0)
+    assert read(tmp_path, keep=[keep[0], keep[3]])["unkept"] == []
