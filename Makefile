@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 FIXTURES := build/fixtures
 PYTEST_ARGS ?=
 
-.PHONY: help setup pins lint fixtures unit integration fixture-tests chain sanity collection test bench bench-venv clean \
+.PHONY: help setup pins lint fixtures unit integration fixture-tests chain sanity collection test bench bench-venv bench-deploy clean \
 	lab-up lab-down lab-status lab-test molecule demo
 
 help:
@@ -15,6 +15,7 @@ help:
 	@echo "make collection  build the collection tarball, install it into a clean path, ansible-doc from there"
 	@echo "make fixtures  build the fixture packages into $(FIXTURES) (wheelhouse + simple index)"
 	@echo "make bench     benchmarks (not part of make test)"
+	@echo "make bench-deploy  deploy speed in the lab (BENCH_FLEET=8 fleet targets; not part of make test)"
 	@echo "make lab-up    start the lab: systemd+sshd hosts ct129, ct200 in podman (LAB_TARGETS=N adds ct201…)"
 	@echo "make lab-down  remove the lab (the cached base image stays)"
 	@echo "make lab-test  lab up, the lab's own tests, lab down"
@@ -132,6 +133,13 @@ bench: fixtures bench-venv
 	$(PY) bench/bench_probe.py --venv $(BENCH_VENV) --pip $(BENCH_PIP)/bin/python --cpu 0 --repeat 7 \
 	  --driver-lib $(FIXTURES)/driver/lib --gpu-config build/bench-gpus.conf
 	$(PY) bench/bench_transplant.py --real $(BENCH_VENV) --json build/bench-transplant.json
+
+# Deploy speed in the lab (bench/bench_deploy.py): first deploy, no-change re-run, re-run after a hand edit,
+# per-phase times, controller CPU per host for 1 and BENCH_FLEET targets (0: skip). Not part of make test.
+BENCH_FLEET ?= 8
+bench-deploy: fixtures
+	LAB_TARGETS=$(BENCH_FLEET) tools/lab/session.sh $(PY) bench/bench_deploy.py --repeat 3 --fleet $(BENCH_FLEET) \
+	  --json build/bench-deploy.json
 
 clean:
 	rm -rf build tests/output .pytest_cache .ruff_cache

@@ -13,7 +13,7 @@
 #   .gpu-carry/whl/              ansible-core 2.19 and what it needs (py3.12 wheels)
 #   .gpu-carry/jit-cache-sm90.tar.gz   tvm-ffi and Triton JIT build trees of an earlier run (sm_90)
 #
-# Steps (STEPS, default wheels,stage,deploy,serve,warm):
+# Steps (STEPS, default wheels,stage,deploy,serve,warm; `again` after deploy: AGAIN=3 no-change re-runs):
 #   wheels  rebuild the carried wheels; tests/gpu/standin_wheels.py completes the wheelhouse so that
 #           sglang 0.5.11's full requirement closure resolves offline (stand-ins, see that script): the
 #           names the reference venv holds are bundled from it (real), the rest stay stand-ins
@@ -289,6 +289,14 @@ fi
 if has deploy; then
   log "deploy: playbooks/deploy_dflash.yml (dflash_source=$SOURCE) --skip-tags stage,$SKIP_SYSTEMD"
   play deploy "$WORK/vars.json" deploy_dflash.yml --skip-tags "stage,$SKIP_SYSTEMD"
+fi
+if has again; then  # the no-change re-run (issue 25): AGAIN times, each must change nothing
+  for i in $(seq 1 "${AGAIN:-3}"); do
+    log "again $i: the same deploy, nothing to do"
+    play "again$i" "$WORK/vars.json" deploy_dflash.yml --skip-tags "stage,$SKIP_SYSTEMD"
+    grep -qE 'changed=0 ' "$RES/again$i.log" || log "again $i: CHANGED something (must not)"
+    grep -E 'verified before|^  time:' "$RES/again$i.log" | tr -s ' ' | cut -c1-300 | tee -a "$RES/steps.log"
+  done
 fi
 RELEASE=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["release_id"])' \
   "$(ls -t "$BASE"/releases/*/.dflash-release/verified.json 2>/dev/null | head -1)" 2>/dev/null)
