@@ -14,9 +14,12 @@ run_group() {  # targets of one a+b stage, at once; the exit status of the first
   local rc=0 i
   mkdir -p build/stages
   IFS=+ read -r -a targets <<<"$1"
+  # the toolchain once, first; the targets then take it as made (-o setup), so two
+  # makes never run tools/setup.sh at the same time
+  make --no-print-directory setup || return $?
   for t in "${targets[@]}"; do
     echo "=== make $t (at the same time as the rest of $1; output in build/stages/$t.log)"
-    make --no-print-directory "$t" > "build/stages/$t.log" 2>&1 &
+    make --no-print-directory -o setup "$t" > "build/stages/$t.log" 2>&1 &
     pids+=($!)
   done
   for i in "${!targets[@]}"; do

@@ -47,6 +47,8 @@ PY
 )
 if [ -n "$pipver" ]; then
   mkdir -p "$HOME/.ansible/test/cache"
-  install -m 0644 tools/get_pip_standin.py "$HOME/.ansible/test/cache/get_pip_${pipver}.py"
+  # written aside and renamed: two makes running setup at once never see a half file or a clash
+  install -m 0644 tools/get_pip_standin.py "$HOME/.ansible/test/cache/.get_pip_${pipver}.py.$$"
+  mv -f "$HOME/.ansible/test/cache/.get_pip_${pipver}.py.$$" "$HOME/.ansible/test/cache/get_pip_${pipver}.py"
 fi
 echo "setup: done ($(.venv/bin/ansible --version | head -1))"
