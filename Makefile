@@ -105,10 +105,11 @@ mutate: fixtures
 	@rm -f build/mutate/summary.txt
 	$(PY) tests/unit/mutation/mutate.py $(MUTATE_FILES)
 
-# Every stage in order, each timed (tools/run_stages.sh prints the table).
-# lab-test+sanity: ansible-test's CPU-bound sanity runs while the lab tests
-# mostly wait on containers and servers (about a minute off a fresh clone).
-TEST_STAGES := lint fixtures unit integration fixture-tests chain collection lab-test+sanity molecule
+# Every stage in order, each timed (tools/run_stages.sh prints the table). The
+# CPU-bound checks run one after another in a lane beside the lab tests, which
+# mostly wait on containers and servers (the machine is about half busy then):
+# a+b runs lanes at once, x,y runs targets in order within a lane.
+TEST_STAGES := fixtures lab-test+lint,unit,integration,fixture-tests,chain,collection,sanity molecule
 
 test: setup
 	@bash tools/run_stages.sh $(TEST_STAGES)

@@ -1,36 +1,58 @@
 #!/usr/bin/env bash
 # make test: run each stage (a make target) in order, stop at the first that
 # fails, and print how long each took (the figures docs/testing.md reports).
-# A stage written a+b runs its targets at the same time (each one's output is
-# kept in build/stages/<target>.log and printed when all have ended): used for
-# a CPU-bound stage beside one that mostly waits on the lab.
+#
+# A stage written a+b runs lanes at the same time: each lane is one target, or
+# several joined by commas that run one after another (stopping at the first
+# that fails). Each lane's output is kept in build/stages/<lane's first
+# target>.log and printed when every lane has ended. make test puts the
+# CPU-bound checks (lint, unit, ..., sanity) in a lane beside the lab tests,
+# which mostly wait on containers and servers: the machine is about half busy
+# during a lab run.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 declare -a names times
 status=0
 t_all=$(date +%s)
-run_group() {  # targets of one a+b stage, at once; the exit status of the first that failed
-  local -a pids targets
+timings=build/stages/times.txt
+mkdir -p build/stages
+: > "$timings"
+
+run_lane() {  # the targets of one lane, in order; each one's time appended to $timings
+  local t t0 rc
+  IFS=, read -r -a lane <<<"$1"
+  for t in "${lane[@]}"; do
+    echo "=== make $t"
+    t0=$(date +%s)
+    make --no-print-directory -o setup -o fixtures "$t"
+    rc=$?
+    echo "$t $(( $(date +%s) - t0 )) $rc" >> "$timings"
+    [ "$rc" -eq 0 ] || return "$rc"
+  done
+}
+
+run_group() {  # the lanes of one a+b stage, at once; the exit status of the first that failed
+  local -a pids lanes
   local rc=0 i
-  mkdir -p build/stages
-  IFS=+ read -r -a targets <<<"$1"
-  # the toolchain once, first; the targets then take it as made (-o setup), so two
-  # makes never run tools/setup.sh at the same time
-  make --no-print-directory setup || return $?
-  for t in "${targets[@]}"; do
-    echo "=== make $t (at the same time as the rest of $1; output in build/stages/$t.log)"
-    make --no-print-directory -o setup "$t" > "build/stages/$t.log" 2>&1 &
+  IFS=+ read -r -a lanes <<<"$1"
+  # the toolchain and the fixtures once, first; the lanes then take them as made
+  # (-o setup -o fixtures), so two makes never build either at the same time
+  make --no-print-directory setup fixtures || return $?
+  for l in "${lanes[@]}"; do
+    echo "=== lane ${l//,/ then } (beside the rest of the stage; output in build/stages/${l%%,*}.log)"
+    run_lane "$l" > "build/stages/${l%%,*}.log" 2>&1 &
     pids+=($!)
   done
-  for i in "${!targets[@]}"; do
+  for i in "${!lanes[@]}"; do
     wait "${pids[$i]}"
     local one=$?
-    echo "=== output of make ${targets[$i]} (exit $one)"
-    cat "build/stages/${targets[$i]}.log"
+    echo "=== output of lane ${lanes[$i]//,/ then } (exit $one)"
+    cat "build/stages/${lanes[$i]%%,*}.log"
     [ "$one" -ne 0 ] && [ "$rc" -eq 0 ] && rc=$one
   done
   return "$rc"
 }
+
 for stage in "$@"; do
   t0=$(date +%s)
   if [[ "$stage" == *+* ]]; then
@@ -49,6 +71,17 @@ for stage in "$@"; do
   fi
 done
 echo "=== stage times (seconds)"
-for i in "${!names[@]}"; do printf '  %-16s %5s\n' "${names[$i]}" "${times[$i]}"; done
+for i in "${!names[@]}"; do
+  if [[ "${names[$i]}" == *+* ]]; then
+    printf '  %-16s %5s  (at once:' "group" "${times[$i]}"
+    IFS='+,' read -r -a parts <<<"${names[$i]}"
+    for p in "${parts[@]}"; do
+      printf ' %s %s' "$p" "$(awk -v t="$p" '$1 == t {print $2 ($3 == 0 ? "" : " FAILED")}' "$timings")"
+    done
+    echo ")"
+  else
+    printf '  %-16s %5s\n' "${names[$i]}" "${times[$i]}"
+  fi
+done
 printf '  %-16s %5s\n' "total" "$(( $(date +%s) - t_all ))"
 exit "$status"

@@ -119,11 +119,25 @@ def probe_gpus(nvidia_smi, smoke=False, dev_dir="/dev", python=None, env=None, s
     return out
 
 
+def probe_host_gpus(gpus, smoke, environment, nvidia_smi, dev_dir, smoke_timeout, t0):
+    """The GPU part alone, for a host with no venv yet (preflight on a bare host): GPU facts under the
+    module's own interpreter and environment; nothing about packages."""
+    if not gpus:
+        raise ValueError("without a venv there is nothing to probe but the GPUs: set gpus or gpu_smoke_test")
+    result = {"gpu": probe_gpus(nvidia_smi, smoke, dev_dir, None, service_env(environment),
+                                smoke_timeout=smoke_timeout)}
+    result["gpus"] = result["gpu"]["gpus"]
+    result["elapsed"] = round(time.monotonic() - t0, 3)
+    return result
+
+
 def probe(venv, imports=(), gpus=False, smoke=False, only=None, environment=None, uv=None, nvidia_smi=None,
           dev_dir="/dev", import_timeout=120, smoke_timeout=30, run_as=None):
     """The whole pkg_probe result (raises VenvError for a missing or non-venv path, UnprivilegedError for a
     ``run_as`` that cannot be used). With ``run_as`` the venv's interpreter runs as that user only."""
     t0 = time.monotonic()
+    if venv is None:
+        return probe_host_gpus(gpus or smoke, smoke, environment, nvidia_smi, dev_dir, smoke_timeout, t0)
     if run_as:
         as_user(run_as, [])  # refused before anything runs
     v = locate(venv)

@@ -29,6 +29,12 @@ description:
 author:
   - dflash.deploy contributors (@dflash)
 options:
+  venv:
+    description:
+      - Path of the virtual environment to read (the directory holding C(pyvenv.cfg)).
+      - Left out, only the GPUs are probed (O(gpus) or O(gpu_smoke_test) must be set, and O(imports),
+        O(distributions) and O(run_as) must not be); preflight uses this on a host with no venv yet.
+    type: path
   imports:
     description:
       - Module names to import with the venv's interpreter, each in its own subprocess.
@@ -92,6 +98,11 @@ EXAMPLES = r"""
     venv: /opt/dflash/releases/{{ release_id }}
   register: probe
 
+- name: Probe the GPUs of a host with no venv yet (nvidia-smi and the driver-API smoke test)
+  dflash.deploy.pkg_probe:
+    gpu_smoke_test: true
+  register: gpu_probe
+
 - name: Refuse a venv where two distributions install sgl_kernel
   ansible.builtin.assert:
     that: "'sgl_kernel' not in probe.import_owners"
@@ -115,7 +126,7 @@ EXAMPLES = r"""
 RETURN = r"""
 python:
   description: The venv's interpreter.
-  returned: always
+  returned: when O(venv) is set
   type: dict
   contains:
     executable:
@@ -130,7 +141,7 @@ python:
   sample: {"executable": "/opt/venv/bin/python", "version": "3.12.3", "exists": true}
 site_packages:
   description: The venv's site-packages directory.
-  returned: always
+  returned: when O(venv) is set
   type: str
   sample: /opt/venv/lib/python3.12/site-packages
 distributions:
@@ -140,7 +151,7 @@ distributions:
     - C(record_sha256) - sha256 over the RECORD entries (path, hash, size) of the files the distribution put
       in site-packages (scripts, byte code and the installer's own dist-info files left out), so the same
       version installed from other bytes has another. null without RECORD entries.
-  returned: always
+  returned: when O(venv) is set
   type: dict
   sample:
     sglang-kernel:
@@ -156,7 +167,7 @@ distributions:
       broken_symlinks: []
 import_owners:
   description: Import names owned by more than one distribution, with their owners' normalized names.
-  returned: always
+  returned: when O(venv) is set
   type: dict
   sample: {"sgl_kernel": ["sgl-kernel", "sglang-kernel"]}
 import_owners_detail:
@@ -164,13 +175,13 @@ import_owners_detail:
     - For each name in RV(import_owners), how many files the owners share and whose RECORD hashes match the
       files on disk (the distribution installed last). The hashes compared are those of the 20 smallest shared
       files of at most 1 MiB each, so the probe stays fast on large wheels.
-  returned: always
+  returned: when O(venv) is set
   type: dict
   sample: {"sgl_kernel": {"distributions": ["sgl-kernel", "sglang-kernel"], "shared_files": 6,
            "on_disk": ["sglang-kernel"]}}
 unsatisfied:
   description: Requirements not satisfied, pip-check style.
-  returned: always
+  returned: when O(venv) is set
   type: list
   elements: dict
   contains:
@@ -193,12 +204,12 @@ unsatisfied:
             "installed": "2.11.0+cu130", "problem": "conflict"}]
 requirements_check:
   description: How requirements were evaluated (C(packaging), C(uv) or null) and why not, if they were not.
-  returned: always
+  returned: when O(venv) is set
   type: dict
   sample: {"method": "packaging", "error": null}
 torch:
   description: torch's build facts read from its files, or null when torch is not installed.
-  returned: always
+  returned: when O(venv) is set
   type: dict
   contains:
     version:
@@ -223,7 +234,7 @@ torch:
            "cuda_major": 13}
 imports:
   description: Result of each import check, by module name.
-  returned: always
+  returned: when O(venv) is set
   type: dict
   sample: {"sgl_kernel": {"ok": false, "version": null, "seconds": 1.8,
            "error": "ImportError: libcudart.so.12: cannot open shared object file: No such file or directory"}}
@@ -281,14 +292,14 @@ findings:
       C(path), C(detail), C(severity)). Kinds are C(record_missing_file), C(dist_info_unreadable),
       C(duplicate_distribution), C(owner_conflict), C(requirements_unchecked) and C(torch_unreadable); the
       severity is always C(warning) (pkg_probe describes; the release verdict decides).
-  returned: always
+  returned: when O(venv) is set
   type: list
   elements: dict
   sample: [{"kind": "owner_conflict", "path": "sgl_kernel", "severity": "warning",
             "detail": "import sgl_kernel is owned by sgl-kernel, sglang-kernel; files on disk match sgl-kernel"}]
 problems:
   description: The details of RV(findings), one line each, in the same order.
-  returned: always
+  returned: when O(venv) is set
   type: list
   elements: str
 elapsed:
@@ -315,7 +326,7 @@ except ImportError:
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            venv=dict(type="path", required=True),
+            venv=dict(type="path"),
             imports=dict(type="list", elements="str", default=[]),
             import_timeout=dict(type="int", default=120),
             distributions=dict(type="list", elements="str"),
@@ -336,6 +347,11 @@ def main():
     if problem:
         module.fail_json(msg=problem, changed=False)
     want_gpus = p["gpus"] or p["gpu_smoke_test"]
+    if p["venv"] is None:
+        needs_venv = [k for k in ("imports", "distributions", "run_as") if p[k]]
+        if needs_venv or not want_gpus:
+            module.fail_json(changed=False, msg="pkg_probe without venv probes the GPUs only: %s" % (
+                "set venv to use %s" % ", ".join(needs_venv) if needs_venv else "set gpus or gpu_smoke_test"))
     try:
         result = probe(
             p["venv"], imports=p["imports"], gpus=want_gpus, smoke=p["gpu_smoke_test"],

@@ -51,6 +51,24 @@ def test_pkg_probe_module(make_venv, capsys, driver_env):
     assert res["driver_version"] == "580.95.05" and res["elapsed"] > 0
 
 
+def test_pkg_probe_without_a_venv_probes_the_gpus_only(capsys, driver_env):
+    res = run_module(pkg_probe, {"gpu_smoke_test": True, "environment": driver_env}, capsys)
+    assert res["changed"] is False and "failed" not in res
+    assert "distributions" not in res and "python" not in res
+    assert len(res["gpus"]) == 8 and res["driver_version"] == "580.95.05"
+    assert res["gpu_smoke_test"]["ok"] is True and len(res["gpu_smoke_test"]["gpus"]) == 8
+
+
+@pytest.mark.parametrize("args, says", [
+    ({}, "set gpus or gpu_smoke_test"),
+    ({"gpus": True, "imports": ["sglang"]}, "set venv to use imports"),
+    ({"gpus": True, "run_as": "sglang", "distributions": ["torch"]}, "set venv to use distributions, run_as"),
+])
+def test_pkg_probe_without_a_venv_refuses_what_needs_one(args, says, capsys):
+    res = run_module(pkg_probe, args, capsys)
+    assert res["failed"] is True and res["msg"] == "pkg_probe without venv probes the GPUs only: " + says
+
+
 def test_pkg_probe_not_a_venv(tmp_path, capsys):
     res = run_module(pkg_probe, {"venv": str(tmp_path)}, capsys)
     assert res["failed"] is True and res["msg"].endswith("is not a venv: no pyvenv.cfg, bin/python or "
