@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
-# Copyright: dflash.deploy maintainers
-# Apache-2.0 (see galaxy.yml)
+# Copyright: (c) 2025, dflash.deploy contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """What a deploy changes (or, in check mode, would change), in an operator's words.
 
 The roles set the fact ``dflash_deploy_changes`` from these filters; the deploy_summary

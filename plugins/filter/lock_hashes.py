@@ -27,7 +27,6 @@ index may add a wheel for another platform to a version, and `uv pip sync
 """
 from __future__ import annotations
 
-import base64
 import json
 import re
 
@@ -76,21 +75,22 @@ def _short(hashes) -> str:
     return ", ".join(h[:16] + "…" for h in sorted(hashes)) or "none"
 
 
-def built_locks(slurp_results) -> list:
+def built_locks(records) -> list:
     """The known sources of the releases built on the host: ``{"source": "release <id>", "lock": ...}``
-    from each slurped ``<release>/.dflash-release/built.json`` (an unread or unparsable one records
-    nothing; a built.json without release_id is named by its release directory)."""
+    from each ``<release>/.dflash-release/built.json`` as the role's host script reads them
+    (``{"path": ..., "text": ...}``; an unread or unparsable one records nothing; a built.json without
+    release_id is named by its release directory)."""
     out = []
-    for result in slurp_results or []:
-        if not isinstance(result, dict) or "content" not in result:
+    for record in records or []:
+        if not isinstance(record, dict) or not isinstance(record.get("text"), str):
             continue
         try:
-            built = json.loads(base64.b64decode(result["content"]))
-        except (ValueError, TypeError):
+            built = json.loads(record["text"])
+        except ValueError:
             continue
         if not isinstance(built, dict):
             continue
-        release = built.get("release_id") or str(result.get("item", "")).split("/")[-3:][0]
+        release = built.get("release_id") or str(record.get("path", "")).split("/")[-3:][0]
         out.append({"source": f"release {release}", "lock": (built.get("spec") or {}).get("lock") or ""})
     return out
 

@@ -95,21 +95,22 @@ def test_wheel_file_names():
     assert mod._wheel_key("README") is None and mod._wheel_key("bad.whl") is None
 
 
-def _slurped(path, data):
-    import base64
+def _record(path, data):
+    """One entry of dflash_releases.py's "built" list."""
     import json
-    return {"item": path, "content": base64.b64encode(json.dumps(data).encode()).decode(), "changed": False}
+    return {"path": path, "text": json.dumps(data)}
 
 
 def test_built_locks_reads_each_release_s_built_json_and_skips_what_it_cannot():
     results = [
-        _slurped("/opt/dflash/releases/5c1e/.dflash-release/built.json",
-                 {"release_id": "5c1e", "spec": {"lock": LOCK}}),
+        _record("/opt/dflash/releases/5c1e/.dflash-release/built.json",
+                {"release_id": "5c1e", "spec": {"lock": LOCK}}),
         # no release_id: named by its release directory; no spec: an empty lock
-        _slurped("/opt/dflash/releases/77aa/.dflash-release/built.json", {}),
-        {"item": "/opt/dflash/releases/dead/.dflash-release/built.json", "failed": True, "msg": "unreadable"},
-        {"item": "/opt/dflash/releases/bad/.dflash-release/built.json", "content": "bm90IGpzb24="},  # "not json"
-        {"skipped": True},
+        _record("/opt/dflash/releases/77aa/.dflash-release/built.json", {}),
+        {"path": "/opt/dflash/releases/dead/.dflash-release/built.json", "text": None},  # unreadable
+        {"path": "/opt/dflash/releases/bad/.dflash-release/built.json", "text": "not json"},
+        {"path": "/opt/dflash/releases/list/.dflash-release/built.json", "text": "[1, 2]"},
+        "not a record",
     ]
     assert mod.built_locks(results) == [{"source": "release 5c1e", "lock": LOCK},
                                         {"source": "release 77aa", "lock": ""}]

@@ -43,10 +43,12 @@ def test_failures_report_no_change(tmp_path, capsys):
     assert res["venv"] == str(tmp_path / "nowhere")
 
 
-def test_venv_is_required(capsys):
-    for mod in (pkg_probe, abi_check):
-        res = run_module(mod, {}, capsys)
-        assert res["failed"] is True and "missing required arguments: venv" in res["msg"]
+def test_venv_is_required_by_abi_check_and_by_pkg_probe_for_anything_but_gpus(capsys):
+    res = run_module(abi_check, {}, capsys)
+    assert res["failed"] is True and "missing required arguments: venv" in res["msg"]
+    res = run_module(pkg_probe, {}, capsys)
+    assert res["failed"] is True and res["msg"] == ("pkg_probe without venv probes the GPUs only: "
+                                                     "set gpus or gpu_smoke_test")
 
 
 # -- what ansible-doc promises ------------------------------------------------------------------------------------
