@@ -84,11 +84,13 @@ lab-test: fixtures
 # The deploy's proofs: molecule scenarios under extensions/molecule (create and
 # destroy are tools/lab/lab.py up/down), all under one hold of the lab's lock.
 # `molecule reset` first: the state of an earlier run must not skip prepare.
+# extensions/molecule/config.yml holds what every scenario shares; each molecule.yml only what differs.
+MOLECULE_BASE := --base-config molecule/config.yml
 MOLECULE_SCENARIOS ?= default incident_failures failover drift check_mode two_instances offline host_failure faults fleet
 molecule: fixtures
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH tools/lab/session.sh bash -c 'cd extensions && for s in $(MOLECULE_SCENARIOS); do \
-	  echo "=== molecule scenario $$s"; start=$$SECONDS; molecule reset -s $$s >/dev/null 2>&1; \
-	  molecule test -s $$s --destroy never || exit $$?; echo "=== $$s: $$((SECONDS - start)) s"; done'
+	  echo "=== molecule scenario $$s"; start=$$SECONDS; molecule $(MOLECULE_BASE) reset -s $$s >/dev/null 2>&1; \
+	  molecule $(MOLECULE_BASE) test -s $$s --destroy never || exit $$?; echo "=== $$s: $$((SECONDS - start)) s"; done'
 
 # From a fresh clone: the lab, one deploy of ct200, and the server's answer.
 demo: fixtures

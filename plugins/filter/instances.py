@@ -2,7 +2,8 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """What is wrong with an instance list, and how its values are written into an env file.
 
-    {{ instances | dflash.deploy.instances_typed }}                        ports, GPUs, draft tokens as ints, once
+    {{ instances | dflash.deploy.instances_typed(defaults) }}              over the defaults; ports, GPUs, draft
+                                                                           tokens as ints, once
     {{ instances | dflash.deploy.instance_errors(environment, api_keys) }} ->  [] when the list is sound
     {{ settings | dflash.deploy.setting_errors }}                          the role's own values in unit and env file
     {{ value | dflash.deploy.systemd_env_quote }}                          one EnvironmentFile= value, double-quoted
@@ -83,10 +84,12 @@ def _typed(inst):
     return out
 
 
-def instances_typed(instances) -> list:
-    """The list with port, num_draft_tokens and each GPU index as ints where they are written as
-    digits; anything else is left as it is, for instance_errors to name."""
-    return [_typed(inst) for inst in instances or []]
+def instances_typed(instances, defaults=None) -> list:
+    """The list with each instance over ``defaults`` (its own keys win; the merge is shallow, as
+    ``combine`` does), and port, num_draft_tokens and each GPU index as ints where they are written
+    as digits; anything else is left as it is, for instance_errors to name."""
+    base = defaults if isinstance(defaults, dict) else {}
+    return [_typed({**base, **inst} if isinstance(inst, dict) else inst) for inst in instances or []]
 
 
 def name_error(name) -> str | None:

@@ -77,8 +77,11 @@ def scenario_files(scenario):
     what they include from that directory (playbooks shared from elsewhere are not the scenario's)."""
     root = (MOLECULE / scenario).resolve()
     config = yaml.safe_load((root / "molecule.yml").read_text()) or {}
-    playbooks = (config.get("provisioner") or {}).get("playbooks") or {}
-    sequence = (config.get("scenario") or {}).get("test_sequence") or DEFAULT_SEQUENCE
+    shared = yaml.safe_load((MOLECULE / "config.yml").read_text()) or {}  # what `make molecule` merges under it
+    playbooks = {**((shared.get("provisioner") or {}).get("playbooks") or {}),
+                 **((config.get("provisioner") or {}).get("playbooks") or {})}
+    sequence = ((config.get("scenario") or {}).get("test_sequence")
+                or (shared.get("scenario") or {}).get("test_sequence") or DEFAULT_SEQUENCE)
     todo = []
     for stage in sequence:
         if stage in STAGE_PLAYBOOK:

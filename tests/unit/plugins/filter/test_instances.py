@@ -94,6 +94,18 @@ def test_instances_typed_converts_digits_once_and_leaves_the_rest():
     assert typed[2]["port"] is True and typed[2]["gpus"] == [True]
 
 
+def test_instances_typed_puts_each_instance_over_the_defaults_shallowly():
+    defaults = {"state": "present", "num_draft_tokens": "16", "environment": {"A": "1"}, "extra_args": []}
+    typed = mod.instances_typed([inst("a", [1], 30001, environment={"B": "2"}), inst("b", [2], 30002, state="absent"),
+                                 "not an instance"], defaults)
+    assert typed[0]["state"] == "present" and typed[0]["num_draft_tokens"] == 16
+    assert typed[0]["environment"] == {"B": "2"}  # the instance's own mapping replaces the default, as combine does
+    assert typed[1]["state"] == "absent" and typed[1]["extra_args"] == []
+    assert typed[2] == "not an instance"  # left for instance_errors to name
+    assert defaults == {"state": "present", "num_draft_tokens": "16", "environment": {"A": "1"}, "extra_args": []}
+    assert mod.instances_typed(None, defaults) == [] and mod.instances_typed([{"name": "x"}], None) == [{"name": "x"}]
+
+
 def test_a_port_given_as_a_string_is_checked_like_an_int():
     errors = mod.instance_errors([inst("a", [1], 30001), inst("b", [2], "30001")])
     assert errors == ["port 30001 is assigned to a and b: give each instance its own port"]

@@ -14,7 +14,7 @@ A = "a" * 64
 B = "b" * 64
 C = "c" * 64
 
-# uv pip compile --no-header --generate-hashes output, as lock.yml keeps it.
+# uv pip compile --no-header --generate-hashes output, as sglang_venv's package_lock.yml keeps it.
 LOCK = f"""\
 flashinfer-python==0.6.8.post1 \\
     --hash=sha256:{A}
