@@ -22,10 +22,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 VENV_BIN = REPO / ".venv" / "bin"
 
-# Paths (relative to the collection root) that must not ship: the lab, dev tooling, docs.
+# Paths (relative to the collection root) that must not ship: the lab, dev tooling, the dev docs and dated records.
 FORBIDDEN_PREFIXES = (
     "ansible.cfg", "playbooks/ansible.cfg", "inventory/lab.yml", "inventory/group_vars/",
-    "docs/", "extensions/", "tools/", "bench/", "build/", "requirements/", "Makefile", "pyproject.toml",
+    "docs/lab.md", "docs/testing.md", "docs/validation.md", "docs/validation/", "docs/benchmarks.md",
+    "extensions/", "tools/", "bench/", "build/", "requirements/", "Makefile", "pyproject.toml",
     "tests/lab/", "tests/chain/", "tests/fixtures/", "tests/integration/", "tests/gpu/", "tests/conftest.py",
     "tests/unit/mutation/", "deploy_dflash.yml",
 )
@@ -33,6 +34,8 @@ FORBIDDEN_PREFIXES = (
 REQUIRED = (
     "MANIFEST.json", "FILES.json", "LICENSE", "README.md", "meta/runtime.yml", "inventory/production.example.yml",
     "playbooks/deploy_dflash.yml", "playbooks/stage_artifacts.yml", "playbooks/audit.yml", "playbooks/rollback.yml",
+    # the reference docs the README and the modules' notes point at
+    "docs/README.md", "docs/architecture.md", "docs/security.md", "docs/reliability.md", "docs/modules/pkg_probe.md",
 )
 
 

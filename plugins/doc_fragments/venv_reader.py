@@ -7,10 +7,6 @@ class ModuleDocFragment:
 
     DOCUMENTATION = r"""
 options:
-  venv:
-    description: Path of the virtual environment to read (the directory holding C(pyvenv.cfg)).
-    type: path
-    required: true
   import_timeout:
     description: Seconds each import may take before it is reported as timed out.
     type: int

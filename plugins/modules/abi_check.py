@@ -33,6 +33,10 @@ description:
 author:
   - dflash.deploy contributors (@dflash)
 options:
+  venv:
+    description: Path of the virtual environment to read (the directory holding C(pyvenv.cfg)).
+    type: path
+    required: true
   packages:
     description: Import packages or distribution names whose ELF files to check.
     type: list

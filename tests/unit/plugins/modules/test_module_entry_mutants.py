@@ -47,8 +47,8 @@ def test_venv_is_required_by_abi_check_and_by_pkg_probe_for_anything_but_gpus(ca
     res = run_module(abi_check, {}, capsys)
     assert res["failed"] is True and "missing required arguments: venv" in res["msg"]
     res = run_module(pkg_probe, {}, capsys)
-    assert res["failed"] is True and res["msg"] == ("pkg_probe without venv probes the GPUs only: "
-                                                     "set gpus or gpu_smoke_test")
+    assert res["failed"] is True
+    assert res["msg"] == "pkg_probe without venv probes the GPUs only: set gpus or gpu_smoke_test"
 
 
 # -- what ansible-doc promises ------------------------------------------------------------------------------------
