@@ -7,7 +7,7 @@ FIXTURES := build/fixtures
 PYTEST_ARGS ?=
 
 .PHONY: help setup pins lint fixtures unit integration fixture-tests chain sanity collection test bench bench-venv bench-deploy clean \
-	lab-up lab-down lab-status lab-test molecule demo
+	lab-up lab-down lab-status lab-test molecule test-shuffled demo
 
 help:
 	@echo "make setup     toolchain venv (.venv) with uv from requirements/toolchain.txt"
@@ -20,6 +20,7 @@ help:
 	@echo "make lab-down  remove the lab (the cached base image stays)"
 	@echo "make lab-test  lab up, the lab's own tests, lab down"
 	@echo "make molecule  the deploy proofs (extensions/molecule) in the lab"
+	@echo "make test-shuffled  the scenarios in a random order (SEED=N repeats one; not part of make test)"
 	@echo "make demo      lab up, deploy ct200, print its /v1/models"
 
 setup:
@@ -91,6 +92,14 @@ molecule: fixtures
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH tools/lab/session.sh bash -c 'cd extensions && for s in $(MOLECULE_SCENARIOS); do \
 	  echo "=== molecule scenario $$s"; start=$$SECONDS; molecule $(MOLECULE_BASE) reset -s $$s >/dev/null 2>&1; \
 	  molecule $(MOLECULE_BASE) test -s $$s --destroy never || exit $$?; echo "=== $$s: $$((SECONDS - start)) s"; done'
+
+# The scenarios in another order (not part of make test): SEED picks it (printed; the
+# same SEED gives the same order), to find a scenario that leans on what another left.
+SEED ?= $(shell date +%s)
+test-shuffled: fixtures
+	@order=$$($(PY) -c 'import random, sys; s = sys.argv[2:]; random.Random(int(sys.argv[1])).shuffle(s); print(" ".join(s))' \
+	  $(SEED) $(MOLECULE_SCENARIOS)); echo "test-shuffled: SEED=$(SEED) order: $$order"; \
+	  $(MAKE) --no-print-directory -o fixtures molecule MOLECULE_SCENARIOS="$$order"
 
 # From a fresh clone: the lab, one deploy of ct200, and the server's answer.
 demo: fixtures
