@@ -32,6 +32,7 @@ pins: setup
 
 lint: setup
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/antsibull-changelog lint
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH ansible-lint --offline --profile production -q
 
 fixtures: setup
