@@ -1,0 +1,102 @@
+"""dflash_preflight.py: who holds a port or a GPU process (pid, comm, systemd unit), free disk and model
+directories, read from this machine's own /proc with real sockets and processes."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[4] / "roles" / "sglang_service" / "files" / "dflash_preflight.py"
+_spec = importlib.util.spec_from_file_location("dflash_preflight", SCRIPT)
+mod = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(mod)
+
+
+@pytest.fixture
+def listening():
+    """A TCP socket of this process listening on a free loopback port."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(1)
+    yield sock.getsockname()[1]
+    sock.close()
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_a_listening_socket_is_found_with_its_uid_and_a_free_port_has_none(listening):
+    socks = mod.listeners(listening)
+    assert list(socks.values()) == [os.getuid()]
+    assert mod.listeners(free_port()) == {}
+
+
+def test_the_port_s_owner_is_this_process_by_pid_and_comm(listening):
+    owners = mod.port_owners(listening)
+    assert [(o["pid"], o["comm"]) for o in owners] == [(os.getpid(), mod.comm_of(os.getpid()))]
+    assert mod.port_owners(free_port()) == []
+
+
+def test_a_socket_whose_process_cannot_be_read_is_the_service_s_only_by_uid_and_active_unit(monkeypatch):
+    # another user's /proc/<pid>/fd is unreadable without CAP_SYS_PTRACE (containers): only the socket is seen
+    monkeypatch.setattr(mod, "listeners", lambda port: {"999999999": 4242})
+    monkeypatch.setattr(mod, "unit_active", lambda unit: unit == "sglang-dflash@a.service")
+    inferred = mod.port_owners(30001, "sglang-dflash@a.service", 4242)
+    assert inferred == [{"pid": None, "comm": "a process of uid 4242 (not readable here)",
+                         "unit": "sglang-dflash@a.service", "uid": 4242, "inferred": "uid"}]
+    # another uid, or the unit not active: a foreign holder, named by its uid
+    assert mod.port_owners(30001, "sglang-dflash@a.service", 1000)[0]["unit"] is None
+    assert mod.port_owners(30001, "sglang-dflash@b.service", 4242)[0]["unit"] is None
+
+
+@pytest.mark.parametrize("cgroup, unit", [
+    ("0::/system.slice/sglang-dflash@qwen3-8b.service\n", "sglang-dflash@qwen3-8b.service"),
+    ("12:pids:/system.slice/ddtree-stopgap.service/payload\n0::/\n", "ddtree-stopgap.service"),
+    ("0::/user.slice/user-0.slice/session-3.scope\n", None),
+])
+def test_the_unit_comes_from_the_process_s_cgroup(monkeypatch, tmp_path, cgroup, unit):
+    fake = tmp_path / "cgroup"
+    fake.write_text(cgroup)
+    real_open = open
+
+    def fake_open(path, *a, **k):
+        return real_open(fake if path == "/proc/7/cgroup" else path, *a, **k)
+    monkeypatch.setattr(mod, "open", fake_open, raising=False)
+    assert mod.unit_of(7) == unit
+
+
+def test_a_process_that_is_gone_has_no_unit_and_no_comm():
+    assert mod.unit_of(2 ** 22 + 1) is None and mod.comm_of(2 ** 22 + 1) is None
+    assert mod.unit_of("not a pid") is None
+
+
+def test_free_space_of_a_path_not_made_yet_is_its_nearest_existing_parent_s(tmp_path):
+    out = mod.free_space(str(tmp_path / "opt" / "dflash"))
+    assert out["path"] == str(tmp_path) and out["free_gb"] >= 0
+
+
+def test_the_whole_answer(tmp_path, listening):
+    ok, bare = tmp_path / "Qwen3-8B", tmp_path / "missing"
+    ok.mkdir()
+    (ok / "config.json").write_text("{}")
+    request = {"base_dir": str(tmp_path / "opt"), "service_user": "no-such-user-here",
+               "units": {"a": "sglang-dflash@a.service"}, "ports": {"a": listening},
+               "pids": {"a": [os.getpid()]}, "models": {"a": [str(ok), str(bare)]}}
+    proc = subprocess.run([sys.executable, str(SCRIPT), json.dumps(request)], capture_output=True, text=True,
+                          check=True)
+    out = json.loads(proc.stdout)
+    assert out["models"] == {"a": [str(bare)]}
+    me = os.getpid()
+    assert out["pids"]["a"] == [{"pid": me, "comm": mod.comm_of(me), "unit": mod.unit_of(me)}]
+    # the socket belongs to this test process, which the script (a child) can read
+    assert [o["pid"] for o in out["ports"]["a"]] == [os.getpid()]
+    assert out["disk"]["path"] == str(tmp_path)
