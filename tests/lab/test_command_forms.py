@@ -5,16 +5,19 @@
     ansible-playbook dflash.deploy.deploy_dflash -l ct200      (installed collection, no checkout)
 
 The first deploys ct200 (the artifacts are staged from ct129 as needed); the others find it
-deployed and must converge with nothing to change.
+deployed and must converge with nothing to change, the last from an inventory without the
+dflash_reference group (the artifacts are staged already, so no reference host is needed).
 """
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import urllib.request
 
 import pytest
+import yaml
 from conftest import REPO, VENV_BIN, ansible_env, collection_check
 
 
@@ -69,3 +72,18 @@ def test_from_an_installed_collection(deployed, tmp_path):
                    cwd=work, env=env)
     assert out["stats"]["ct200"]["changed"] == 0, out["stats"]
     assert os.listdir(work) == []
+
+
+def test_with_staged_artifacts_no_reference_group_is_needed(deployed, tmp_path):
+    # A production inventory after staging: the reference host is gone from it. The staged
+    # artifacts are enough; nothing delegates to a host the inventory does not name.
+    text = (REPO / "inventory" / "lab.yml").read_text().replace("{{ inventory_dir }}/..", str(REPO))
+    inventory = yaml.safe_load(text)
+    del inventory["lab"]["children"]["dflash_reference"]
+    (tmp_path / "group_vars").mkdir()
+    shutil.copy(REPO / "inventory" / "group_vars" / "lab.yml", tmp_path / "group_vars" / "lab.yml")
+    (tmp_path / "hosts.yml").write_text(yaml.safe_dump(inventory))
+    out = playbook(["deploy_dflash.yml", "-l", "ct200", "-i", str(tmp_path / "hosts.yml")], cwd=REPO)
+    assert out["stats"]["ct200"]["changed"] == 0, out["stats"]
+    assert "ct129" not in out["stats"]
+    assert models_answer("10.89.64.200", 30001) == ["qwen3-8b-dflash"]

@@ -8,6 +8,8 @@
 #           "service_parents": [dir],  root's own, which roles before this check left to the service user
 #                                      (/var/lib/dflash, /var/cache/dflash): the service user as owner is put back
 #           "service_dirs": [dir],  the service user's instance directories (never a symlink)
+#           "staged_dirs": [dir],   model directories root writes from the controller (model_controller_dir):
+#                                   root's, like root_dirs, but wherever the operator put them
 #           "keep": [{"path", "group", "mode"}]}  root's directories as the role keeps them
 # A problem is one line naming the path and what to do. "loose": existing shared_dirs and
 # releases that others may write (the role removes group/other write from them). "unkept": the
@@ -199,6 +201,8 @@ def main():
             reader.release(os.path.join(parent, name))
     for path in request.get("service_dirs") or []:
         reader.service_dir(os.path.normpath(path))
+    for path in request.get("staged_dirs") or []:
+        reader.root_dir(os.path.normpath(path))
     json.dump({"problems": reader.problems, "loose": reader.loose, "unkept": unkept(request.get("keep") or [])},
               sys.stdout)
 

@@ -205,3 +205,27 @@ def test_only_the_directories_not_as_the_role_keeps_them_are_put_back(layout, tm
     os.chmod(state, 0o755)
     os.chown(state, 0, 0)
     assert read(tmp_path, keep=[keep[0], keep[3]])["unkept"] == []
+
+
+@as_root
+def test_a_staged_model_directory_is_roots_with_roots_parents(layout, tmp_path):
+    # root copies the weights into model_path: neither it nor a directory above it may be someone else's.
+    base, state, cache = layout
+    models = tmp_path / "models"
+    models.mkdir()
+    (models / "own").mkdir()
+    request = request_for(base, state, cache)
+    assert read(tmp_path, **request, staged_dirs=[str(models / "own"), str(models / "new")])["problems"] == []
+    os.chown(models / "own", NOBODY, -1)
+    (models / "link").symlink_to(tmp_path / "canary-not-made")
+    os.lchown(models / "link", NOBODY, -1)
+    problems = read(tmp_path, **request, staged_dirs=[str(models / "own"), str(models / "link")])["problems"]
+    assert problems == [
+        f"host layout: {models / 'own'} is owned by nobody, not root: someone else may have changed what it holds; "
+        "check it, then chown root:root it",
+        f"host layout: {models / 'link'} is a symlink (-> {tmp_path / 'canary-not-made'}) made by nobody: root would "
+        "follow it; remove it and check what it points at"]
+    os.chown(models, NOBODY, -1)
+    problems = read(tmp_path, **request, staged_dirs=[str(models / "new")])["problems"]
+    assert problems == [f"host layout: {models} is owned by nobody, not root: whoever owns it can replace what is "
+                        "below it; chown root:root it"]
