@@ -1,9 +1,11 @@
 # Copyright: (c) 2025, dflash.deploy contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""release_trust_errors: may an instance link (current, previous) be used as a release?
+"""Which releases may be used, and which may go.
 
     {{ link_stat | dflash.deploy.release_trust_errors(target_stat, fingerprint, base_dir, 'previous') }}
       ->  []  when it may, else one line per reason, naming the path
+    {{ found.files | dflash.deploy.releases_to_prune(in_use, keep, building) }}
+      ->  the release directories to remove, oldest last
 
 A link and the marker inside the release it names earn no trust by existing: the host may
 hold what a careless operator or a compromised service user left (a world-writable layout,
@@ -67,6 +69,20 @@ def release_trust_errors(link_stat: dict, target_stat: dict, fingerprint: dict, 
     return _target_errors(where, target, target_stat or {}) or _marker_errors(where, target, fingerprint)
 
 
+def releases_to_prune(found: list, in_use: list, keep, building: str = "") -> list:
+    """The releases beyond the newest ``keep`` (by mtime) that nothing uses.
+
+    ``found`` is Ansible's find result (dicts with path and mtime); ``in_use`` the resolved targets
+    of every instance's current and previous (``readlink -f``: a relative link protects the release it
+    names as surely as an absolute one); ``building`` the release this run made or switched to.
+    ``keep`` may come as a string (``-e sglang_venv_keep_releases=1``); 0 keeps only what is in use.
+    """
+    keep = max(int(keep), 0)
+    protected = {posixpath.normpath(p) for p in [*(in_use or []), building] if p}
+    newest_first = sorted(found or [], key=lambda f: f.get("mtime") or 0, reverse=True)
+    return [f["path"] for f in newest_first[keep:] if posixpath.normpath(f["path"]) not in protected]
+
+
 class FilterModule:
     def filters(self):
-        return {"release_trust_errors": release_trust_errors}
+        return {"release_trust_errors": release_trust_errors, "releases_to_prune": releases_to_prune}

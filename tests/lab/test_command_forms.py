@@ -14,6 +14,7 @@ import json
 import os
 import shutil
 import subprocess
+import tarfile
 import urllib.request
 
 import pytest
@@ -87,3 +88,23 @@ def test_with_staged_artifacts_no_reference_group_is_needed(deployed, tmp_path):
     assert out["stats"]["ct200"]["changed"] == 0, out["stats"]
     assert "ct129" not in out["stats"]
     assert models_answer("10.89.64.200", 30001) == ["qwen3-8b-dflash"]
+
+
+def test_a_forced_restage_replaces_stale_artifacts(tmp_path):
+    # What an older capture left: a bundle that is not one, and a source file the reference no longer has.
+    stage = tmp_path / "artifacts"
+    stale_src = stage / "dflash-src" / "python" / "sglang" / "stale_from_an_older_capture.py"
+    stale_src.parent.mkdir(parents=True)
+    stale_src.write_text("raise ImportError('stale')\n")
+    (stage / "cuda-cu130.tar").write_bytes(b"stale")
+    out = playbook(["playbooks/stage_artifacts.yml", "-e", f"stage_artifacts_dir={stage}",
+                    "-e", "dflash_source=overlay"], cwd=REPO)
+    assert out["stats"]["ct129"]["failures"] == 0
+    with tarfile.open(stage / "cuda-cu130.tar") as bundle:
+        names = bundle.getnames()
+        manifest = json.load(bundle.extractfile("MANIFEST.json"))
+    assert "site-packages/torch-2.11.0+cu130.dist-info/METADATA" in names, names
+    assert manifest, "the bundle's manifest is empty"
+    assert not stale_src.exists()
+    assert (stage / "dflash-src" / "python" / "sglang" / "srt" / "speculative" / "dflash_worker.py").is_file()
+    assert (stage / "dflash-src" / "python" / "pyproject.toml").is_file()

@@ -1,4 +1,5 @@
-"""release_trust_errors: a link and the marker in the release it names earn no trust by existing."""
+"""release_trust_errors: a link and the marker in the release it names earn no trust by existing.
+releases_to_prune: the releases beyond the newest few that nothing uses."""
 from __future__ import annotations
 
 import importlib.util
@@ -74,3 +75,28 @@ def test_a_foreign_owner_and_loose_mode_are_both_named_and_the_marker_is_not_rea
 
 def test_nothing_given_is_no_release():
     assert mod.release_trust_errors(None, None, None, BASE, "current") == ["current (current) does not exist"]
+
+
+def _found(*names_mtimes):
+    return [{"path": f"/opt/dflash/releases/{n}", "mtime": m} for n, m in names_mtimes]
+
+
+def test_prune_keeps_the_newest_and_whatever_an_instance_or_this_run_uses():
+    found = _found(("a", 1.0), ("b", 4.0), ("c", 3.0), ("d", 2.0), ("e", 5.0))
+    in_use = ["/opt/dflash/releases/a", "/opt/dflash/releases/x-gone"]
+    assert mod.releases_to_prune(found, in_use, 2, "/opt/dflash/releases/d") == ["/opt/dflash/releases/c"]
+    oldest_three = ["/opt/dflash/releases/c", "/opt/dflash/releases/d", "/opt/dflash/releases/a"]
+    assert mod.releases_to_prune(found, [], 2) == oldest_three
+
+
+def test_prune_takes_keep_as_given_with_e_and_zero_keeps_what_is_in_use():
+    found = _found(("old", 1.0), ("new", 2.0))
+    assert mod.releases_to_prune(found, [], "1") == ["/opt/dflash/releases/old"]
+    assert mod.releases_to_prune(found, ["/opt/dflash/releases/new"], 0) == ["/opt/dflash/releases/old"]
+    assert mod.releases_to_prune(found, [], "3") == []
+
+
+def test_prune_compares_resolved_paths_not_spellings():
+    found = _found(("old", 1.0), ("new", 2.0))
+    assert mod.releases_to_prune(found, ["/opt/dflash/releases/./old/"], 1) == []
+    assert mod.releases_to_prune(found, [""], 1, "") == ["/opt/dflash/releases/old"]
