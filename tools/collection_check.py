@@ -36,6 +36,8 @@ REQUIRED = (
     "playbooks/deploy_dflash.yml", "playbooks/stage_artifacts.yml", "playbooks/audit.yml", "playbooks/rollback.yml",
     # the reference docs the README and the modules' notes point at
     "docs/README.md", "docs/architecture.md", "docs/security.md", "docs/reliability.md", "docs/modules/pkg_probe.md",
+    # what ansible-builder reads to build an execution environment (docs/execution-environment.md)
+    "meta/execution-environment.yml", "meta/requirements.txt", "meta/bindep.txt", "docs/execution-environment.md",
 )
 
 
