@@ -84,3 +84,34 @@ def test_the_key_travels_in_no_argument_and_no_environment(tmp_path):
     assert with_file.returncode == 0, with_file.stdout + with_file.stderr
     assert json.loads(with_file.stdout)["models"] == ["m"]
     assert key not in with_file.stdout + with_file.stderr
+
+
+def test_a_server_that_serves_another_model_is_not_ready(tmp_path):
+    """Healthy, but /v1/models names another model (a stale server on the port, a wrong
+    served_model_name): not ready, and the reason names both."""
+    import http.server
+    import threading
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = b"{}" if self.path == "/health_generate" else json.dumps({"data": [{"id": "other"}]}).encode()
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    request = {"base": f"http://127.0.0.1:{server.server_port}", "model": "qwen3-8b-dflash", "unit": "none.service",
+               "timeout": 1, "interval": 0.2, "max_restarts": 0}
+    try:
+        proc = subprocess.run([sys.executable, str(SCRIPT), json.dumps(request)], capture_output=True, text=True,
+                              env={"PATH": "/usr/bin:/bin"}, timeout=30, check=False)
+    finally:
+        server.shutdown()
+    result = json.loads(proc.stdout)
+    assert proc.returncode == 1 and result["ready"] is False
+    assert result["models"] == ["other"]
+    assert result["reason"] == "not ready within 1s: /v1/models answers ['other'], not naming qwen3-8b-dflash"
