@@ -2,10 +2,13 @@
 file, read by systemd's EnvironmentFile rules, never from the task's environment."""
 from __future__ import annotations
 
+import contextlib
+import http.server
 import importlib.util
 import json
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -43,21 +46,17 @@ def test_the_key_is_read_from_the_env_file(tmp_path):
     assert mod.api_key("") == ""
 
 
-def test_the_key_travels_in_no_argument_and_no_environment(tmp_path):
-    """A server that demands the key: the script finds it only through env_file; the
-    request (the command line Ansible builds) and the environment carry none."""
-    import http.server
-    import threading
-
-    key = "sk-secret-1234"
-
+@contextlib.contextmanager
+def fake_sglang(model: str, key: str = ""):
+    """A server on 127.0.0.1 answering /health_generate and /v1/models (naming `model`), and
+    401 to a request without `Bearer <key>` when a key is given; yields its base URL."""
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self):
-            if self.headers.get("Authorization") != "Bearer " + key:
+            if key and self.headers.get("Authorization") != "Bearer " + key:
                 self.send_response(401)
                 self.end_headers()
                 return
-            body = b"{}" if self.path == "/health_generate" else json.dumps({"data": [{"id": "m"}]}).encode()
+            body = b"{}" if self.path == "/health_generate" else json.dumps({"data": [{"id": model}]}).encode()
             self.send_response(200)
             self.end_headers()
             self.wfile.write(body)
@@ -67,50 +66,40 @@ def test_the_key_travels_in_no_argument_and_no_environment(tmp_path):
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    env = tmp_path / "m.env"
-    env.write_text(f'SGLANG_API_KEY="{key}"\n')
-    request = {"base": f"http://127.0.0.1:{server.server_port}", "model": "m", "unit": "none.service",
-               "timeout": 2, "interval": 0.2, "max_restarts": 0}
     try:
-        without = subprocess.run([sys.executable, str(SCRIPT), json.dumps(request)], capture_output=True,
-                                 text=True, env={"PATH": "/usr/bin:/bin", "DFLASH_API_KEY": key}, timeout=30,
-                                 check=False)
-        with_file = subprocess.run([sys.executable, str(SCRIPT), json.dumps({**request, "env_file": str(env)})],
-                                   capture_output=True, text=True, env={"PATH": "/usr/bin:/bin"}, timeout=30,
-                                   check=False)
+        yield f"http://127.0.0.1:{server.server_port}"
     finally:
         server.shutdown()
+
+
+def ready(request: dict, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(SCRIPT), json.dumps(request)], capture_output=True, text=True,
+                          env={"PATH": "/usr/bin:/bin", **(env or {})}, timeout=30, check=False)
+
+
+def test_the_key_travels_in_no_argument_and_no_environment(tmp_path):
+    """A server that demands the key: the script finds it only through env_file; the
+    request (the command line Ansible builds) and the environment carry none."""
+    key = "sk-secret-1234"
+    env = tmp_path / "m.env"
+    env.write_text(f'SGLANG_API_KEY="{key}"\n')
+    with fake_sglang("m", key) as base:
+        request = {"base": base, "model": "m", "unit": "none.service", "timeout": 2, "interval": 0.2,
+                   "max_restarts": 0}
+        without = ready(request, {"DFLASH_API_KEY": key})
+        with_file = ready({**request, "env_file": str(env)})
     assert without.returncode == 1 and "answered 401" in json.loads(without.stdout)["reason"]
     assert with_file.returncode == 0, with_file.stdout + with_file.stderr
     assert json.loads(with_file.stdout)["models"] == ["m"]
     assert key not in with_file.stdout + with_file.stderr
 
 
-def test_a_server_that_serves_another_model_is_not_ready(tmp_path):
+def test_a_server_that_serves_another_model_is_not_ready():
     """Healthy, but /v1/models names another model (a stale server on the port, a wrong
     served_model_name): not ready, and the reason names both."""
-    import http.server
-    import threading
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):
-            body = b"{}" if self.path == "/health_generate" else json.dumps({"data": [{"id": "other"}]}).encode()
-            self.send_response(200)
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args):
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    request = {"base": f"http://127.0.0.1:{server.server_port}", "model": "qwen3-8b-dflash", "unit": "none.service",
-               "timeout": 1, "interval": 0.2, "max_restarts": 0}
-    try:
-        proc = subprocess.run([sys.executable, str(SCRIPT), json.dumps(request)], capture_output=True, text=True,
-                              env={"PATH": "/usr/bin:/bin"}, timeout=30, check=False)
-    finally:
-        server.shutdown()
+    with fake_sglang("other") as base:
+        proc = ready({"base": base, "model": "qwen3-8b-dflash", "unit": "none.service", "timeout": 1,
+                      "interval": 0.2, "max_restarts": 0})
     result = json.loads(proc.stdout)
     assert proc.returncode == 1 and result["ready"] is False
     assert result["models"] == ["other"]
