@@ -4,7 +4,8 @@
 # under Restart=on-failure), or has failed. Standard library only.
 # usage: python3 dflash_ready.py '<json>'
 # request: {"base": "http://127.0.0.1:30001", "model": str, "unit": str,
-#           "timeout": s, "interval": s, "max_restarts": n,
+#           "timeout": s, "interval": s (the longest wait between two probes;
+#           the waits start at 0.5 s and double up to it), "max_restarts": n,
 #           "env_file": "/etc/dflash/<instance>.env"}
 # The API key is read here, on the host, from the instance's env file (0640
 # root:sglang; SGLANG_API_KEY), never from the command line or the task's
@@ -127,6 +128,20 @@ def get(url, key, timeout):
         return None, str(getattr(exc, "reason", exc))
 
 
+FIRST_WAIT = 0.5
+
+
+def waits(interval):
+    """The pauses between probes: 0.5 s, doubling up to ``interval`` and then ``interval``
+    for good. A server that is ready a second after its restart is seen then, not a whole
+    interval later; a long model load is still probed only every ``interval`` seconds."""
+    longest = max(float(interval), 0.0)
+    wait = min(FIRST_WAIT, longest)
+    while True:
+        yield wait
+        wait = min(wait * 2, longest)
+
+
 def main():
     req = json.loads(sys.argv[1])
     key = api_key(req.get("env_file"))
@@ -134,6 +149,7 @@ def main():
     first = unit_state(req["unit"])
     restarts0 = int(first.get("NRestarts", "0") or 0)
     result = {"ready": False, "health": None, "models": [], "restarts": 0, "reason": None}
+    pauses = waits(req["interval"])
     while True:
         state = unit_state(req["unit"])
         # auto-restart: it exited and waits RestartSec to start again.
@@ -162,7 +178,7 @@ def main():
         if time.monotonic() - start >= float(req["timeout"]):
             result["reason"] = "not ready within %ss: %s" % (req["timeout"], result["reason"])
             break
-        time.sleep(float(req["interval"]))
+        time.sleep(next(pauses))
     result["seconds"] = round(time.monotonic() - start, 1)
     print(json.dumps(result, sort_keys=True))
     sys.exit(0 if result["ready"] else 1)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import http.server
 import importlib.util
+import itertools
 import json
 import subprocess
 import sys
@@ -44,6 +45,16 @@ def test_the_key_is_read_from_the_env_file(tmp_path):
     assert mod.api_key(str(env)) == 'sk-a"b c'
     assert mod.api_key(str(tmp_path / "missing.env")) == ""
     assert mod.api_key("") == ""
+
+
+@pytest.mark.parametrize(("interval", "expected"), [
+    (5, [0.5, 1.0, 2.0, 4.0, 5.0, 5.0]),     # the default: quick at first, then every 5 s
+    (1, [0.5, 1.0, 1.0, 1.0, 1.0, 1.0]),
+    (0.2, [0.2] * 6),                       # an interval below the first wait is the wait
+    (0, [0.0] * 6),
+])
+def test_probes_start_quick_and_slow_down_to_the_interval(interval, expected):
+    assert list(itertools.islice(mod.waits(interval), len(expected))) == expected
 
 
 @contextlib.contextmanager
