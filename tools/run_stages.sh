@@ -8,7 +8,9 @@
 # target>.log and printed when every lane has ended. make test puts the
 # CPU-bound checks (lint, unit, ..., sanity) in a lane beside the lab tests,
 # which mostly wait on containers and servers: the machine is about half busy
-# during a lab run.
+# during a lab run. A lane written ~x,y runs under `nice -n 19`: it takes the
+# CPU the other lanes leave idle and yields it to them, so that the lab lane
+# (the stage's long pole) runs as fast as it would alone.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 declare -a names times
@@ -20,15 +22,23 @@ mkdir -p build/stages
 
 run_lane() {  # the targets of one lane, in order; each one's time appended to $timings
   local t t0 rc
-  IFS=, read -r -a lane <<<"$1"
+  local -a nice=()
+  local spec=$1
+  if [[ "$spec" == "~"* ]]; then nice=(nice -n 19); spec=${spec#"~"}; fi
+  IFS=, read -r -a lane <<<"$spec"
   for t in "${lane[@]}"; do
-    echo "=== make $t"
+    echo "=== make $t${nice:+ (nice 19)}"
     t0=$(date +%s)
-    make --no-print-directory -o setup -o fixtures "$t"
+    "${nice[@]}" make --no-print-directory -o setup -o fixtures "$t"
     rc=$?
     echo "$t $(( $(date +%s) - t0 )) $rc" >> "$timings"
     [ "$rc" -eq 0 ] || return "$rc"
   done
+}
+
+lane_log() {  # where a lane's output goes: build/stages/<its first target>.log
+  local l=${1#"~"}
+  echo "build/stages/${l%%,*}.log"
 }
 
 run_group() {  # the lanes of one a+b stage, at once; the exit status of the first that failed
@@ -39,15 +49,15 @@ run_group() {  # the lanes of one a+b stage, at once; the exit status of the fir
   # (-o setup -o fixtures), so two makes never build either at the same time
   make --no-print-directory setup fixtures || return $?
   for l in "${lanes[@]}"; do
-    echo "=== lane ${l//,/ then } (beside the rest of the stage; output in build/stages/${l%%,*}.log)"
-    run_lane "$l" > "build/stages/${l%%,*}.log" 2>&1 &
+    echo "=== lane ${l//,/ then } (beside the rest of the stage; output in $(lane_log "$l"))"
+    run_lane "$l" > "$(lane_log "$l")" 2>&1 &
     pids+=($!)
   done
   for i in "${!lanes[@]}"; do
     wait "${pids[$i]}"
     local one=$?
     echo "=== output of lane ${lanes[$i]//,/ then } (exit $one)"
-    cat "build/stages/${lanes[$i]%%,*}.log"
+    cat "$(lane_log "${lanes[$i]}")"
     [ "$one" -ne 0 ] && [ "$rc" -eq 0 ] && rc=$one
   done
   return "$rc"
@@ -74,7 +84,7 @@ echo "=== stage times (seconds)"
 for i in "${!names[@]}"; do
   if [[ "${names[$i]}" == *+* ]]; then
     printf '  %-16s %5s  (at once:' "group" "${times[$i]}"
-    IFS='+,' read -r -a parts <<<"${names[$i]}"
+    IFS='+,' read -r -a parts <<<"${names[$i]//"~"/}"
     for p in "${parts[@]}"; do
       printf ' %s %s' "$p" "$(awk -v t="$p" '$1 == t {print $2 ($3 == 0 ? "" : " FAILED")}' "$timings")"
     done

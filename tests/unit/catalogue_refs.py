@@ -60,8 +60,9 @@ def make_variable(name):
 def make_test_pytest_dirs():
     """The directories the pytest stages of `make test` run (`pytest -q tests/…`)."""
     dirs = []
-    # a stage a+b runs lanes at once, a lane x,y its targets in order (tools/run_stages.sh): each runs
-    for stage in {target for group in make_variable("TEST_STAGES") for target in group.replace(",", "+").split("+")}:
+    # a stage a+b runs lanes at once, a lane x,y its targets in order, ~x under nice (tools/run_stages.sh): each runs
+    targets = {t for group in make_variable("TEST_STAGES") for t in group.replace("~", "").replace(",", "+").split("+")}
+    for stage in targets:
         recipe = re.search(rf"^{re.escape(stage)}:.*\n((?:\t.*\n)+)", MAKEFILE.read_text(), re.M)
         if recipe:
             dirs += re.findall(r"pytest -q (tests/[\w/]+)", recipe.group(1))

@@ -75,7 +75,7 @@ def test_the_checker_refuses_a_reference_to_nothing(cell, error):
 
 
 def test_the_checker_accepts_each_form():
-    cell = ('`faults: "port taken by another service"`; `host_failure: "Assert at readiness"`; '
+    cell = ('`faults: "port taken by another service"`; `host_failure: "Assert at upgrade"`; '
             "`test_transplant_hostile.py::test_02_*`, `test_05_*`; "
             "`tests/chain/test_incident_chain.py::test_c_cu13_kernel_beside_cu128_torch_misses_libcudart13`")
     assert check_cell("row X", cell) == 5
