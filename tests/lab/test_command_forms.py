@@ -90,6 +90,39 @@ def test_with_staged_artifacts_no_reference_group_is_needed(deployed, tmp_path):
     assert models_answer("10.89.64.200", 30001) == ["qwen3-8b-dflash"]
 
 
+def test_an_inventory_without_an_artifact_store_is_refused_before_any_change(deployed, tmp_path):
+    # No default is derived from the playbook's directory: an inventory that does not declare
+    # dflash_controller_dir gets one line naming it, and the host is left as it was.
+    text = (REPO / "inventory" / "lab.yml").read_text().replace("{{ inventory_dir }}/..", str(REPO))
+    inventory = yaml.safe_load(text)
+    del inventory["lab"]["vars"]["dflash_controller_dir"]
+    (tmp_path / "group_vars").mkdir()
+    shutil.copy(REPO / "inventory" / "group_vars" / "lab.yml", tmp_path / "group_vars" / "lab.yml")
+    (tmp_path / "hosts.yml").write_text(yaml.safe_dump(inventory))
+    before = lab_state()
+    env = ansible_env()
+    env.pop("ANSIBLE_CONFIG", None)
+    proc = subprocess.run([str(VENV_BIN / "ansible-playbook"), "deploy_dflash.yml", "-l", "ct200",
+                           "-i", str(tmp_path / "hosts.yml")], cwd=REPO / "playbooks", env=env,
+                          capture_output=True, text=True, timeout=900)
+    out = json.loads(proc.stdout)
+    assert proc.returncode != 0
+    assert out["stats"]["ct200"]["changed"] == 0, out["stats"]
+    messages = [r.get("msg", "") for play in out["plays"] for task in play["tasks"]
+                for r in task["hosts"].values() if r.get("failed")]
+    assert any("dflash_controller_dir is not set: set it in the inventory" in m for m in messages), messages
+    assert lab_state() == before
+    assert models_answer("10.89.64.200", 30001) == ["qwen3-8b-dflash"]
+
+
+def lab_state() -> str:
+    """ct200's releases, links and the server's process: what a refused run must leave alone."""
+    return subprocess.run(["podman", "exec", "dflash-lab-ct200", "sh", "-c",
+                           "ls -l /opt/dflash/releases /opt/dflash/instances/qwen3-8b; "
+                           "systemctl show -p MainPID sglang-dflash@qwen3-8b.service"],
+                          capture_output=True, text=True, check=True).stdout
+
+
 def test_a_forced_restage_replaces_stale_artifacts(tmp_path):
     # What an older capture left: a bundle that is not one, and a source file the reference no longer has.
     stage = tmp_path / "artifacts"
