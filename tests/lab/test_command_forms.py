@@ -2,11 +2,13 @@
 
     ansible-playbook deploy_dflash.yml -l ct200               (checkout root)
     cd playbooks; ansible-playbook deploy_dflash.yml -l ct200 (no ansible.cfg above: playbooks/ansible.cfg)
-    ansible-playbook dflash.deploy.deploy_dflash -l ct200      (installed collection, no checkout)
+    ansible-playbook dflash.deploy.deploy_dflash -l ct200      (installed collection, no checkout,
+                                                               no dflash_reference group)
 
 The first deploys ct200 (the artifacts are staged from ct129 as needed); the others find it
 deployed and must converge with nothing to change, the last from an inventory without the
 dflash_reference group (the artifacts are staged already, so no reference host is needed).
+An inventory that does not declare the artifact store is refused before any change.
 """
 from __future__ import annotations
 
@@ -57,8 +59,21 @@ def test_from_playbooks_dir(deployed):
     assert out["stats"]["ct200"]["changed"] == 0, out["stats"]
 
 
-def test_from_an_installed_collection(deployed, tmp_path):
-    # An operator's controller: no checkout config, the collection installed from its tarball.
+def inventory_without_reference_group(tmp_path) -> str:
+    """The lab inventory as a production one after staging: the reference host is gone from it."""
+    text = (REPO / "inventory" / "lab.yml").read_text().replace("{{ inventory_dir }}/..", str(REPO))
+    inventory = yaml.safe_load(text)
+    del inventory["lab"]["children"]["dflash_reference"]
+    (tmp_path / "group_vars").mkdir()
+    shutil.copy(REPO / "inventory" / "group_vars" / "lab.yml", tmp_path / "group_vars" / "lab.yml")
+    (tmp_path / "hosts.yml").write_text(yaml.safe_dump(inventory))
+    return str(tmp_path / "hosts.yml")
+
+
+def test_from_an_installed_collection_without_a_reference_group(deployed, tmp_path):
+    # An operator's controller: no checkout config, the collection installed from its tarball, and a
+    # production inventory after staging, without the dflash_reference group. The staged artifacts are
+    # enough; nothing delegates to a host the inventory does not name.
     env = ansible_env()
     env.pop("ANSIBLE_CONFIG")
     colls = tmp_path / "collections"
@@ -69,24 +84,11 @@ def test_from_an_installed_collection(deployed, tmp_path):
     work = tmp_path / "operator"
     work.mkdir()
     # The inventory names the controller-side inputs (dflash_controller_dir, dflash_uv_path).
-    out = playbook(["dflash.deploy.deploy_dflash", "-l", "ct200", "-i", str(REPO / "inventory" / "lab.yml")],
+    out = playbook(["dflash.deploy.deploy_dflash", "-l", "ct200", "-i", inventory_without_reference_group(tmp_path)],
                    cwd=work, env=env)
     assert out["stats"]["ct200"]["changed"] == 0, out["stats"]
-    assert os.listdir(work) == []
-
-
-def test_with_staged_artifacts_no_reference_group_is_needed(deployed, tmp_path):
-    # A production inventory after staging: the reference host is gone from it. The staged
-    # artifacts are enough; nothing delegates to a host the inventory does not name.
-    text = (REPO / "inventory" / "lab.yml").read_text().replace("{{ inventory_dir }}/..", str(REPO))
-    inventory = yaml.safe_load(text)
-    del inventory["lab"]["children"]["dflash_reference"]
-    (tmp_path / "group_vars").mkdir()
-    shutil.copy(REPO / "inventory" / "group_vars" / "lab.yml", tmp_path / "group_vars" / "lab.yml")
-    (tmp_path / "hosts.yml").write_text(yaml.safe_dump(inventory))
-    out = playbook(["deploy_dflash.yml", "-l", "ct200", "-i", str(tmp_path / "hosts.yml")], cwd=REPO)
-    assert out["stats"]["ct200"]["changed"] == 0, out["stats"]
     assert "ct129" not in out["stats"]
+    assert os.listdir(work) == []
     assert models_answer("10.89.64.200", 30001) == ["qwen3-8b-dflash"]
 
 
