@@ -59,11 +59,11 @@ def test_from_playbooks_dir(deployed):
     assert out["stats"]["ct200"]["changed"] == 0, out["stats"]
 
 
-def inventory_without_reference_group(tmp_path) -> str:
-    """The lab inventory as a production one after staging: the reference host is gone from it."""
+def lab_inventory_without(tmp_path, section: str, key: str) -> str:
+    """A copy of the lab inventory (with its group_vars) whose lab.<section>.<key> is gone."""
     text = (REPO / "inventory" / "lab.yml").read_text().replace("{{ inventory_dir }}/..", str(REPO))
     inventory = yaml.safe_load(text)
-    del inventory["lab"]["children"]["dflash_reference"]
+    del inventory["lab"][section][key]
     (tmp_path / "group_vars").mkdir()
     shutil.copy(REPO / "inventory" / "group_vars" / "lab.yml", tmp_path / "group_vars" / "lab.yml")
     (tmp_path / "hosts.yml").write_text(yaml.safe_dump(inventory))
@@ -84,8 +84,9 @@ def test_from_an_installed_collection_without_a_reference_group(deployed, tmp_pa
     work = tmp_path / "operator"
     work.mkdir()
     # The inventory names the controller-side inputs (dflash_controller_dir, dflash_uv_path).
-    out = playbook(["dflash.deploy.deploy_dflash", "-l", "ct200", "-i", inventory_without_reference_group(tmp_path)],
-                   cwd=work, env=env)
+    # The lab inventory as a production one after staging: the reference host is gone from it.
+    hosts = lab_inventory_without(tmp_path, "children", "dflash_reference")
+    out = playbook(["dflash.deploy.deploy_dflash", "-l", "ct200", "-i", hosts], cwd=work, env=env)
     assert out["stats"]["ct200"]["changed"] == 0, out["stats"]
     assert "ct129" not in out["stats"]
     assert os.listdir(work) == []
@@ -95,17 +96,12 @@ def test_from_an_installed_collection_without_a_reference_group(deployed, tmp_pa
 def test_an_inventory_without_an_artifact_store_is_refused_before_any_change(deployed, tmp_path):
     # No default is derived from the playbook's directory: an inventory that does not declare
     # dflash_controller_dir gets one line naming it, and the host is left as it was.
-    text = (REPO / "inventory" / "lab.yml").read_text().replace("{{ inventory_dir }}/..", str(REPO))
-    inventory = yaml.safe_load(text)
-    del inventory["lab"]["vars"]["dflash_controller_dir"]
-    (tmp_path / "group_vars").mkdir()
-    shutil.copy(REPO / "inventory" / "group_vars" / "lab.yml", tmp_path / "group_vars" / "lab.yml")
-    (tmp_path / "hosts.yml").write_text(yaml.safe_dump(inventory))
+    hosts = lab_inventory_without(tmp_path, "vars", "dflash_controller_dir")
     before = lab_state()
     env = ansible_env()
     env.pop("ANSIBLE_CONFIG", None)
     proc = subprocess.run([str(VENV_BIN / "ansible-playbook"), "deploy_dflash.yml", "-l", "ct200",
-                           "-i", str(tmp_path / "hosts.yml")], cwd=REPO / "playbooks", env=env,
+                           "-i", hosts], cwd=REPO / "playbooks", env=env,
                           capture_output=True, text=True, timeout=900)
     out = json.loads(proc.stdout)
     assert proc.returncode != 0
