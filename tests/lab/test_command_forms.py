@@ -8,7 +8,8 @@
 The first deploys ct200 (the artifacts are staged from ct129 as needed); the others find it
 deployed and must converge with nothing to change, the last from an inventory without the
 dflash_reference group (the artifacts are staged already, so no reference host is needed).
-An inventory that does not declare the artifact store is refused before any change.
+An inventory that does not declare the artifact store is refused before any change. A phase can be
+left out (--skip-tags) or run alone (--tags).
 """
 from __future__ import annotations
 
@@ -111,6 +112,53 @@ def test_an_inventory_without_an_artifact_store_is_refused_before_any_change(dep
     assert any("dflash_controller_dir is not set: set it in the inventory" in m for m in messages), messages
     assert lab_state() == before
     assert models_answer("10.89.64.200", 30001) == ["qwen3-8b-dflash"]
+
+
+def tasks_run(out: dict, host: str = "ct200") -> set:
+    """The names (without the role's) of the tasks that ran on the host: a task left out by tags is not
+    in the output."""
+    return {task["task"]["name"].split(" : ", 1)[-1] for play in out["plays"] for task in play["tasks"]
+            if host in task["hosts"]}
+
+
+def env_file() -> str:
+    return subprocess.run(["podman", "exec", "dflash-lab-ct200", "cat", "/etc/dflash/qwen3-8b.env"],
+                          capture_output=True, text=True, check=True).stdout
+
+
+def test_a_phase_is_left_out_with_skip_tags_and_run_alone_with_tags(deployed):
+    # docs/architecture.md "Tags": --skip-tags PHASE runs everything else, --tags PHASE runs that
+    # phase and what every run needs (the host lock, the instance list), nothing more.
+    write_env = "Write the instance env files"
+    lock_packages = "Find the interpreter and lock the package set (uv pip compile)"
+    probe_gpus = "Probe the GPUs (nvidia-smi and a driver-API smoke test per GPU)"
+    subprocess.run(["podman", "exec", "dflash-lab-ct200", "sh", "-c",
+                    "echo '# edited by hand' >> /etc/dflash/qwen3-8b.env"], check=True)
+    left_out = playbook(["deploy_dflash.yml", "-l", "ct200", "--skip-tags", "sglang_service_config"], cwd=REPO)
+    ran = tasks_run(left_out)
+    assert write_env not in ran
+    assert {lock_packages, probe_gpus, "Wait for the lock"} <= ran, sorted(ran)
+    assert "# edited by hand" in env_file()
+
+    alone = playbook(["deploy_dflash.yml", "-l", "ct200", "--tags", "sglang_service_config"], cwd=REPO)
+    ran = tasks_run(alone)
+    assert write_env in ran and alone["stats"]["ct200"]["changed"] >= 1, alone["stats"]
+    assert not {lock_packages, probe_gpus} & ran, sorted(ran)
+    assert "# edited by hand" not in env_file()
+
+    # A phase that acts on the release refuses, before any change, when --tags leaves out the phase
+    # that names the release.
+    before = lab_state()
+    proc = subprocess.run([str(VENV_BIN / "ansible-playbook"), "deploy_dflash.yml", "-l", "ct200",
+                           "--tags", "sglang_service"], cwd=REPO, env=ansible_env(),
+                          capture_output=True, text=True, timeout=900)
+    out = json.loads(proc.stdout)
+    assert proc.returncode != 0 and out["stats"]["ct200"]["changed"] == 0, out["stats"]
+    messages = [r.get("msg", "") for play in out["plays"] for task in play["tasks"]
+                for r in task["hosts"].values() if r.get("failed")]
+    refusal = "left sglang_venv out: select it too (--tags sglang_venv,sglang_service)"
+    assert any(refusal in m for m in messages), messages
+    assert lab_state() == before
 
 
 def lab_state() -> str:
