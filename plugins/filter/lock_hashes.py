@@ -77,7 +77,7 @@ def _short(hashes) -> str:
 
 def built_locks(records) -> list:
     """The known sources of the releases built on the host: ``{"source": "release <id>", "lock": ...}``
-    from each ``<release>/.dflash-release/built.json`` as the role's host script reads them
+    from each ``<release>/.dflash-release/built.json`` as ``dflash.deploy.releases_info`` reads them
     (``{"path": ..., "text": ...}``; an unread or unparsable one records nothing; a built.json without
     release_id is named by its release directory)."""
     out = []

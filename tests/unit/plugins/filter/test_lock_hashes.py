@@ -96,7 +96,7 @@ def test_wheel_file_names():
 
 
 def _record(path, data):
-    """One entry of dflash_releases.py's "built" list."""
+    """One entry of releases_info's "built" list."""
     import json
     return {"path": path, "text": json.dumps(data)}
 

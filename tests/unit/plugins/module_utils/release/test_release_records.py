@@ -1,20 +1,17 @@
-"""dflash_releases.py: what the host's releases were built from and which ones the instances run, in one read."""
+"""release/records.py (releases_info): what the host's releases were built from and which ones the
+instances run, in one read."""
 from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parents[4] / "roles" / "sglang_venv" / "files" / "dflash_releases.py"
+from ansible_collections.dflash.deploy.plugins.module_utils.release import records as R
 
 
 def run(base, release="unknown"):
-    request = {"base_dir": str(base), "release_dir": str(base / "releases" / release)}
-    proc = subprocess.run([sys.executable, str(SCRIPT), json.dumps(request)], capture_output=True, text=True,
-                          check=True)
-    return json.loads(proc.stdout)
+    """The answer as releases_info returns it, through JSON as Ansible passes it on."""
+    return json.loads(json.dumps(R.read_releases(str(base), str(base / "releases" / release)).as_dict()))
 
 
 def release(base, rid, record=None, text=None):
@@ -75,3 +72,17 @@ def test_running_releases_absolute_and_relative_each_once_with_their_parsable_re
     assert sorted(out["running"]) == sorted([str(a), str(tmp_path / "releases" / "bbbb"),
                                              str(tmp_path / "releases" / "gone")])
     assert out["running_built"] == [{"release_id": "aaaa", "spec": {"lock": "x==1"}}]
+
+
+def test_a_fifo_or_a_device_in_a_record_s_place_is_no_record_and_no_hang(tmp_path):
+    a = release(tmp_path, "aaaa")
+    os.mkfifo(a / ".dflash-release" / "built.json")  # lstat: not a regular file, so not listed
+    b = release(tmp_path, "bbbb")
+    os.symlink("/dev/zero", b / ".dflash-release" / "built.json")  # followed for a running release: refused
+    instance(tmp_path, "one", a)
+    instance(tmp_path, "two", b)
+    out = run(tmp_path, "aaaa")
+    assert out["built"] == [] and out["running_built"] == []
+    assert out["running"] == [str(a), str(b)]
+    assert out["release_built"] is True
+    assert R.read_text(str(a / ".dflash-release" / "built.json")) is None

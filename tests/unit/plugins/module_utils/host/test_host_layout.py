@@ -1,29 +1,25 @@
-"""files/dflash_layout.py: who controls the directories root is about to write, read before any change.
+"""host/layout.py (layout_info): who controls the directories root is about to write, read before any change.
 
 Each refusal is one line naming the path. Ownership needs root to set up (chown); as another user
 those cases are skipped.
 """
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
+from ansible_collections.dflash.deploy.plugins.module_utils.host import layout as L
 
-SCRIPT = Path(__file__).resolve().parents[4] / "roles" / "sglang_service" / "files" / "dflash_layout.py"
 NOBODY = 65534
 as_root = pytest.mark.skipif(os.geteuid() != 0, reason="chown needs root")
 
 
 def read(tmp_path, path_env="/usr/bin:/bin", **request):
+    """The reading as layout_info returns it; ``path_env`` is root's PATH, ``keep`` as the role passes it."""
     request.setdefault("service_user", "nobody")
     request.setdefault("service_group", "nogroup")
-    proc = subprocess.run([sys.executable, str(SCRIPT), json.dumps(request)], capture_output=True, text=True,
-                          check=True, env={"PATH": path_env})
-    out = json.loads(proc.stdout)
+    keep = [L.Keep(path=k["path"], group=k["group"], mode=L.parse_mode(k["mode"])) for k in request.pop("keep", [])]
+    out = L.read_layout(keep=keep, path_env=path_env, **request).as_dict()
     assert all("\n" not in p for p in out["problems"])
     return out
 
@@ -229,3 +225,10 @@ def test_a_staged_model_directory_is_roots_with_roots_parents(layout, tmp_path):
     problems = read(tmp_path, **request, staged_dirs=[str(models / "new")])["problems"]
     assert problems == [f"host layout: {models} is owned by nobody, not root: whoever owns it can replace what is "
                         "below it; chown root:root it"]
+
+
+def test_a_kept_mode_is_octal_text_or_a_number():
+    assert L.parse_mode("0755") == 0o755 and L.parse_mode("750") == 0o750 and L.parse_mode(0o700) == 0o700
+    for bad in ("u=rwx", "0958", True):
+        with pytest.raises(ValueError, match="is not an octal mode"):
+            L.parse_mode(bad)
