@@ -171,7 +171,7 @@ def uv_changes(stderr, label) -> list:
 
 
 def overlay_changes(lines, label) -> list:
-    """One line from the overlay script's output (``add|replace|remove|drift|stale <path>`` lines): how many
+    """One line from dflash_tree_overlay's ``changes`` (``add|replace|remove|drift|stale <path>`` lines): how many
     files it adds, replaces and removes (the base's files the tree lacks), which hand-edited files it
     restores and which files the tree lacks it removes again."""
     kinds = {"add": [], "replace": [], "remove": [], "drift": [], "stale": []}

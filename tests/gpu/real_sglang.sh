@@ -30,7 +30,7 @@
 #   warm    3 tiny restarted: its own JIT caches (kept in /var/cache/dflash/tiny) are warm
 # SOURCE=overlay (steps wheels,stage,refuse,deploy,serve): sglang[all]==0.5.9 (needs
 #   .gpu-carry/wheels-overlay.tar.xz: transformers 4.57.1, huggingface-hub 0.36.2 and 1.33.0, pyyaml 6.0.1), the 0.5.11 tree
-#   captured by playbooks/files/capture_dflash_sources.py; `refuse` deploys it with
+#   captured by the dflash_tree_capture module; `refuse` deploys it with
 #   dflash_overlay_enabled=false and expects verification to refuse it; `serve` starts tiny (DFLASH)
 # Rehearsal without a GPU: ROOT=/tmp/rh VENV=<any venv> STEPS=wheels,deploy
 #   EXTRA_SKIP=preflight,cuda_overlay,sglang_service_verify SGLANG_PY=<a python3.12>
@@ -123,7 +123,7 @@ chmod -R a+rX "$ROOT/srv/models"
 # stage_artifacts.yml captures the DFlash tree whenever the controller lacks one, also with
 # dflash_source=upstream, which never uses it; the reference venv here has no sglang to capture
 if [ "$SOURCE" = overlay ]; then
-  # overlay: the product's capture script (what stage_artifacts.yml runs on the reference host) over a
+  # overlay: the product's capture module, dflash_tree_capture (what stage_artifacts.yml runs on the reference host), over a
   # reference venv holding sglang 0.5.11 and the stack it runs with (sglang-kernel 0.4.2, flashinfer
   # 0.6.8.post1): the whole sglang/ tree and a pyproject.toml declaring what it needs
   R511=$WORK/ref511 && rm -rf "$R511" "$WORK/artifacts/dflash-src" && mkdir -p "$R511/lib/python3.12/site-packages"
@@ -132,7 +132,11 @@ if [ "$SOURCE" = overlay ]; then
            "$WH"/flashinfer_cubin-0.6.8.post1-*.whl; do
     python3 -m zipfile -e "$w" "$R511/lib/python3.12/site-packages"
   done
-  python3 "$REPO/playbooks/files/capture_dflash_sources.py" "$R511" "$WORK/dflash-src.tar" | cut -c1-400 | tee -a "$RES/steps.log"
+  # the module file run as Ansible runs it on a host (an args file; ansible-core and the collection on
+  # PYTHONPATH, as tests/gpu/deploy.sh runs abi_check)
+  printf '{"ANSIBLE_MODULE_ARGS": {"venv": "%s", "dest": "%s"}}' "$R511" "$WORK/dflash-src.tar" > "$WORK/capture-args.json"
+  PYTHONPATH="$WORK/coll:$WORK/site" "$PY" "$REPO/plugins/modules/dflash_tree_capture.py" "$WORK/capture-args.json" \
+    | cut -c1-400 | tee -a "$RES/steps.log"
   mkdir -p "$WORK/artifacts/dflash-src/python" && tar -xf "$WORK/dflash-src.tar" -C "$WORK/artifacts/dflash-src/python"
   sed -n 1,12p "$WORK/artifacts/dflash-src/python/pyproject.toml" > "$RES/tree-pyproject.toml"
 else
@@ -182,7 +186,6 @@ v = {
   "sglang_venv_requirements": $([ "$SOURCE" = overlay ] && echo '["sglang[all]==0.5.9", "jsonschema", "dill"]' || echo '["sglang==0.5.11", "jsonschema", "dill"]'),
   "stage_artifacts_dir": "$WORK/artifacts",
   "stage_artifacts_reference_venv": "$VENV",
-  "stage_artifacts_reference_python": "/usr/bin/python3",
   "stage_artifacts_remote_dir": "$BASE/artifacts/stage",
   "stage_artifacts_distributions": $DISTS,
   "sglang_venv_base_dir": "$BASE",
