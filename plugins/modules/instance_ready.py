@@ -19,7 +19,7 @@ description:
     C(EnvironmentFile=)), never from an option or the task's environment, which Ansible prints at C(-vvv)
     and every local user reads in the process list. It is never returned.
   - Fails, with RV(reason) as its message and the other fields as when it succeeds, when the instance is not
-    ready. Never changes anything; C(changed) is always false. Standard library only.
+    ready. Never changes anything; C(changed) is always false. Standard library only on the host.
 author:
   - dflash.deploy contributors (@dflash)
 options:
@@ -63,7 +63,8 @@ options:
     type: path
 notes:
   - Supports check mode. The probes only read, so check mode probes as a real run does.
-  - Each HTTP request may take up to 30 s (C(/health_generate) generates a token).
+  - Each HTTP request may take up to 30 s (C(/health_generate) generates a token). Requests go straight to
+    O(base), never through a proxy named by the environment, and carry no credentials from C(~/.netrc).
 seealso:
   - module: dflash.deploy.release_fingerprint
 """

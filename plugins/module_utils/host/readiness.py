@@ -15,7 +15,7 @@ user sees in the process list.
 The decisions are pure functions (``parse_env_file``, ``waits``, ``parse_unit_state``,
 ``unit_verdict``, ``parse_models``, ``http_verdict``, ``timed_out``); the I/O sits at the
 edge (``api_key``, ``unit_state``, ``get``) and ``wait_ready`` runs the loop, with the I/O,
-clock and sleep replaceable for tests. Standard library only.
+clock and sleep replaceable for tests. The standard library and ansible-core's ``open_url`` only.
 """
 
 from __future__ import annotations
@@ -24,9 +24,10 @@ import json
 import subprocess
 import time
 import urllib.error
-import urllib.request
 from dataclasses import dataclass, field
 
+from ansible.module_utils.urls import ConnectionError as UrlsConnectionError
+from ansible.module_utils.urls import open_url
 from ansible_collections.dflash.deploy.plugins.module_utils.fileio import read_regular
 
 FIRST_WAIT = 0.5
@@ -220,16 +221,16 @@ def unit_state(unit):
 
 
 def get(url, key, timeout=PROBE_TIMEOUT):
-    """(status, body) of a GET; status None when nothing answered, the body then says why."""
-    req = urllib.request.Request(url)
-    if key:
-        req.add_header("Authorization", "Bearer " + key)
+    """(status, body) of a GET; status None when nothing answered, the body then says why. Straight
+    to the instance: no proxy from the environment, no credentials from ~/.netrc."""
+    headers = {"Authorization": "Bearer " + key} if key else {}
     try:
-        with urllib.request.urlopen(req, timeout=timeout) as resp:
+        with open_url(url, headers=headers, method="GET", timeout=timeout, use_proxy=False, use_netrc=False,
+                      http_agent="dflash-instance-ready") as resp:
             return resp.status, resp.read().decode("utf-8", "replace")
     except urllib.error.HTTPError as exc:
         return exc.code, ""
-    except (urllib.error.URLError, OSError) as exc:
+    except (urllib.error.URLError, OSError, UrlsConnectionError) as exc:
         return None, str(getattr(exc, "reason", exc))
 
 

@@ -114,3 +114,12 @@ def test_options_are_typed_and_required(tmp_path):
     assert proc.returncode == 1 and "missing required arguments: unit" in answer(proc)["msg"]
     proc = ready(tmp_path, {"base": "http://127.0.0.1:1", "model": "m", "unit": "u", "timeout": "soon"})
     assert proc.returncode == 1 and "timeout" in answer(proc)["msg"]
+
+
+def test_no_proxy_from_the_environment(tmp_path):
+    """A proxy in the host's environment (that answers nothing) is not asked: the probes go to base."""
+    dead = {"http_proxy": "http://127.0.0.1:9", "HTTP_PROXY": "http://127.0.0.1:9", "no_proxy": "", "NO_PROXY": ""}
+    with fake_sglang("m") as base:
+        proc = ready(tmp_path, {"base": base, "model": "m", "unit": "none.service", "timeout": 2, "interval": 0.2},
+                     dead)
+    assert proc.returncode == 0 and answer(proc)["ready"] is True, proc.stdout + proc.stderr
