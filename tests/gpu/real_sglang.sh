@@ -22,7 +22,8 @@
 #           instance `tiny` (tiny random Qwen3 target + DFlash draft, make_tiny_model.py) on GPU 0;
 #           systemd-only tasks skipped by tag (switch, readiness, absent), as tests/gpu/deploy.sh does
 #   serve   `current` flipped as switch.yml would; the unit's ExecStart run as systemd would
-#           (unit_exec.py) with the role's own readiness script (dflash_ready.py) deciding; then
+#           (unit_exec.py) with the role's own readiness deciding: the module dflash.deploy.instance_ready,
+#           its file run as a program with its options in a file (as deploy.sh runs abi_check); then
 #           sglang_client.py: /generate, /v1/completions, /v1/chat/completions. In order:
 #           1 tiny (DFLASH) with empty JIT caches; 2 tiny-plain (no draft; written by a config-only
 #           play) with jit-cache-sm90.tar.gz restored into its cache dirs first; the greedy outputs
@@ -319,19 +320,25 @@ fi
 serve() {  # LABEL INSTANCE PORT: start as the unit would, the role's readiness decides, then the client
   local label=$1 inst=$2 port=$3
   ln -sfn "$BASE/releases/$RELEASE" "$BASE/instances/$inst/current"
-  local req
-  req=$(printf '{"base": "http://127.0.0.1:%s", "model": "%s", "unit": "sglang-dflash@%s.service", "timeout": %s, "interval": 1, "max_restarts": 0, "env_file": "%s/%s.env"}' \
-    "$port" "$inst" "$inst" "$READY_TIMEOUT" "$CONF" "$inst")
-  log "$label: ExecStart of sglang-dflash@$inst.service; readiness: dflash_ready.py (interval 1 s)"
+  # The options ready_or_roll_back.yml gives dflash.deploy.instance_ready (interval 1 s instead of 5, for
+  # resolution), in the file a module reads its arguments from. The module file runs as a program under
+  # $PY, with the collection and ansible-core's module_utils (the carried wheels, else $PY's own) on
+  # PYTHONPATH: it exits 0 when ready, 1 with its answer (reason, models, ...) when not.
+  printf '{"ANSIBLE_MODULE_ARGS": {"base": "http://127.0.0.1:%s", "model": "%s", "unit": "sglang-dflash@%s.service", "timeout": %s, "interval": 1, "max_restarts": 0, "env_file": "%s/%s.env"}}' \
+    "$port" "$inst" "$inst" "$READY_TIMEOUT" "$CONF" "$inst" > "$RES/ready-$label.args.json"
+  log "$label: ExecStart of sglang-dflash@$inst.service; readiness: dflash.deploy.instance_ready (interval 1 s)"
   python3 "$REPO/tests/gpu/unit_exec.py" --unit /etc/systemd/system/sglang-dflash@.service --instance "$inst" \
     --log "$RES/server-$label.log" --out "$RES/start-$label.json" --keep-running \
-    --ready /usr/bin/python3 "$REPO/roles/sglang_service/files/dflash_ready.py" "$req" > /dev/null
+    --ready env PYTHONPATH="$WORK/coll:$WORK/site" "$PY" "$REPO/plugins/modules/instance_ready.py" \
+    "$RES/ready-$label.args.json" > /dev/null
   local rc=$? pid
   python3 - "$RES/start-$label.json" <<'EOF' | tee -a "$RES/steps.log"
 import json, sys
 r = json.load(open(sys.argv[1]))
 a = r.get("answers", {}).get("ready", {})
-print(f"  ready rc={a.get('rc')} after {a.get('after_s')} s (dflash_ready: {json.dumps(a.get('result'))[:600]}); "
+v = a.get("result") or {}
+answer = {k: v[k] for k in ("ready", "health", "models", "restarts", "reason", "seconds") if k in v} or v
+print(f"  ready rc={a.get('rc')} after {a.get('after_s')} s (instance_ready: {json.dumps(answer)[:600]}); "
       f"user={r.get('user')} exited_early={r.get('exited_early')}")
 if not r.get("ok"):
     print("  server log tail:", r.get("log_tail", "")[-2500:])

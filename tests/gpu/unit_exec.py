@@ -135,8 +135,9 @@ def main() -> int:
     ap.add_argument("--keep-running", action="store_true",
                     help="leave the server running once it answers (the caller stops its process group, pid)")
     ap.add_argument("--ready", nargs=argparse.REMAINDER, default=None,
-                    help="last: the argv of a readiness command (the role's dflash_ready.py) that decides "
-                         "instead of this script's own polling: ready when it exits 0")
+                    help="last: the argv of a readiness command (the module dflash.deploy.instance_ready, its "
+                         "file run as a program with its arguments file) that decides instead of this script's "
+                         "own polling: ready when it exits 0; the last line it prints (JSON) is recorded")
     ap.add_argument("--extra-file", action="append", default=[],
                     help="a file the process writes (e.g. the kernel hook's JSON), read into the result")
     opts = ap.parse_args()
