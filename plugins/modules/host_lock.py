@@ -162,14 +162,14 @@ def main():
     module = AnsibleModule(
         argument_spec=dict(
             state=dict(type="str", choices=["present", "absent"], default="present"),
-            token=dict(type="str", required=True),
+            token=dict(type="str", required=True, no_log=False),  # a run's name, not a secret
             holder=dict(type="str"),
             host=dict(type="str"),
             wait=dict(type="int", default=600),
             max_age=dict(type="int", default=14400),
             lock_path=dict(type="path", default="/run/dflash-deploy.lock"),
             owner_path=dict(type="path", default="/run/dflash-deploy.owner"),
-            token_prefix=dict(type="str", default="/run/dflash-deploy.token-"),
+            token_prefix=dict(type="str", default="/run/dflash-deploy.token-", no_log=False),
         ),
         required_if=[("state", "present", ("holder",))],
         supports_check_mode=True,

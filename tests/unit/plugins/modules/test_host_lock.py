@@ -101,5 +101,5 @@ def test_the_defaults_are_the_run_paths():
         "/run/dflash-deploy.lock", "/run/dflash-deploy.owner", "/run/dflash-deploy.token-")
     for name, value in (("lock_path", HL.LOCK), ("owner_path", HL.OWNER), ("token_prefix", HL.TOKEN_PREFIX)):
         assert 'default: %s\n' % value in host_lock.DOCUMENTATION
-        assert '%s=dict(type="%s", default="%s")' % (name, "str" if name == "token_prefix" else "path", value) in (
+        assert '%s=dict(type="%s", default="%s"' % (name, "str" if name == "token_prefix" else "path", value) in (
             open(host_lock.__file__).read())
