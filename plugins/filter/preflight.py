@@ -2,11 +2,11 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """What preflight asks the host about each instance, and whose processes it then refuses.
 
-    {{ present | dflash.deploy.preflight_request(gpus, base_dir, service_user) }}  the host script's request
+    {{ present | dflash.deploy.preflight_request(gpus, base_dir, service_user) }}  preflight_info's options
     {{ holders | dflash.deploy.foreign_holders(name) }}   the port or GPU holders that are not the instance's unit
     {{ holders | dflash.deploy.holder_lines }}            "python3 (pid 4242, ddtree-stopgap.service)" each
 
-The request is what ``roles/sglang_service/files/dflash_preflight.py`` reads: per present
+The request is the options of the ``dflash.deploy.preflight_info`` module: per present
 instance its unit, its port, the processes nvidia-smi lists on its GPUs (``gpus`` is pkg_probe's
 list; an instance's ``gpus`` are nvidia-smi indexes) and the model directories that must already
 be on the host. A directory the role stages from the controller (``model_controller_dir``,
@@ -49,7 +49,8 @@ def model_dirs(instance) -> list:
 
 
 def preflight_request(present, gpus, base_dir, service_user) -> dict:
-    """The request dflash_preflight.py answers, for the present instances."""
+    """The options preflight_info answers (base_dir, service_user, units, ports, pids, models), for the
+    present instances."""
     request = {"base_dir": base_dir, "service_user": service_user, "units": {}, "ports": {}, "pids": {},
                "models": {}}
     for inst in present or []:
@@ -62,7 +63,7 @@ def preflight_request(present, gpus, base_dir, service_user) -> dict:
 
 
 def foreign_holders(holders, name) -> list:
-    """The holders (dflash_preflight.py's entries: pid, comm, unit) that are not the instance's own unit."""
+    """The holders (preflight_info's entries: pid, comm, unit) that are not the instance's own unit."""
     own = unit_name(name)
     return [h for h in holders or [] if not (isinstance(h, dict) and h.get("unit") == own)]
 

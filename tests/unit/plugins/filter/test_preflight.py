@@ -1,4 +1,4 @@
-"""preflight filter: the host script's request per instance, and whose processes preflight refuses."""
+"""preflight filter: preflight_info's options per instance, and whose processes preflight refuses."""
 from __future__ import annotations
 
 from ansible_collections.dflash.deploy.plugins.filter import preflight as mod

@@ -1,21 +1,12 @@
-"""dflash_preflight.py: who holds a port or a GPU process (pid, comm, systemd unit), free disk and model
-directories, read from this machine's own /proc with real sockets and processes."""
+"""host/preflight.py (preflight_info's logic): who holds a port or a GPU process (pid, comm, systemd unit),
+free disk and model directories, read from this machine's own /proc with real sockets and processes."""
 from __future__ import annotations
 
-import importlib.util
-import json
 import os
 import socket
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
-
-SCRIPT = Path(__file__).resolve().parents[4] / "roles" / "sglang_service" / "files" / "dflash_preflight.py"
-_spec = importlib.util.spec_from_file_location("dflash_preflight", SCRIPT)
-mod = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(mod)
+from ansible_collections.dflash.deploy.plugins.module_utils.host import preflight as mod
 
 
 @pytest.fixture
@@ -91,12 +82,40 @@ def test_the_whole_answer(tmp_path, listening):
     request = {"base_dir": str(tmp_path / "opt"), "service_user": "no-such-user-here",
                "units": {"a": "sglang-dflash@a.service"}, "ports": {"a": listening},
                "pids": {"a": [os.getpid()]}, "models": {"a": [str(ok), str(bare)]}}
-    proc = subprocess.run([sys.executable, str(SCRIPT), json.dumps(request)], capture_output=True, text=True,
-                          check=True)
-    out = json.loads(proc.stdout)
+    out = mod.answer(**request)
     assert out["models"] == {"a": [str(bare)]}
     me = os.getpid()
     assert out["pids"]["a"] == [{"pid": me, "comm": mod.comm_of(me), "unit": mod.unit_of(me)}]
-    # the socket belongs to this test process, which the script (a child) can read
+    # the socket belongs to this process (tests/unit/plugins/modules/test_preflight_info.py reads it from a child)
     assert [o["pid"] for o in out["ports"]["a"]] == [os.getpid()]
     assert out["disk"]["path"] == str(tmp_path)
+
+
+def test_an_empty_request_reads_only_the_disk():
+    assert mod.answer() == {"ports": {}, "pids": {}, "models": {}, "disk": mod.free_space("/")}
+
+
+def test_the_service_user_s_uid_or_none_when_there_is_no_such_user():
+    assert mod.service_uid_of("root") == 0
+    assert mod.service_uid_of("no-such-user-here") is None and mod.service_uid_of(None) is None
+
+
+@pytest.mark.parametrize("field, value, line", [
+    ("ports", {"a": "http"}, "ports: instance a: 'http' is not a TCP port"),
+    ("ports", {"a": 70000}, "ports: instance a: 70000 is not a TCP port"),
+    ("ports", {"a": None}, "ports: instance a: None is not a TCP port"),
+    ("ports", {"a": True}, "ports: instance a: True is not a TCP port"),
+    ("pids", {"a": 4242}, "pids: instance a: 4242 is not a list of pids"),
+    ("pids", {"a": [4242, "-1"]}, "pids: instance a: '-1' is not a pid"),
+    ("models", {"a": "/srv/models/Qwen3-8B"},
+     "models: instance a: '/srv/models/Qwen3-8B' is not a list of directories"),
+])
+def test_a_malformed_request_is_refused_in_one_line_before_anything_is_read(monkeypatch, field, value, line):
+    monkeypatch.setattr(mod, "free_space", lambda path: pytest.fail("read before the request was checked"))
+    with pytest.raises(mod.PreflightRequestError) as err:
+        mod.answer(**{field: value})
+    assert str(err.value) == line
+
+
+def test_a_port_given_as_digits_is_read_as_a_number(listening):
+    assert [o["pid"] for o in mod.answer(ports={"a": str(listening)})["ports"]["a"]] == [os.getpid()]
