@@ -129,7 +129,6 @@ EOF
 cat > "$WORK/vars.json" <<EOF
 {
   "stage_artifacts_dir": "$WORK/artifacts",
-  "stage_artifacts_reference_venv": "$VENV",
   "stage_artifacts_remote_dir": "$BASE/artifacts/stage",
   "sglang_venv_base_dir": "$BASE",
   "kernel_pin_uv_path": "$BASE/tools/uv",

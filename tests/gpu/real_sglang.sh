@@ -186,7 +186,6 @@ v = {
   "sglang_venv_sglang_version": "0.5.11",
   "sglang_venv_requirements": $([ "$SOURCE" = overlay ] && echo '["sglang[all]==0.5.9", "jsonschema", "dill"]' || echo '["sglang==0.5.11", "jsonschema", "dill"]'),
   "stage_artifacts_dir": "$WORK/artifacts",
-  "stage_artifacts_reference_venv": "$VENV",
   "stage_artifacts_remote_dir": "$BASE/artifacts/stage",
   "stage_artifacts_distributions": $DISTS,
   "sglang_venv_base_dir": "$BASE",
