@@ -32,8 +32,8 @@ def test_version_key_orders_by_family_then_numbers():
 
 def test_newest_needed_missing_and_defined():
     assert V.newest_needed({"libc.so.6": ["GLIBC_2.4", "GLIBC_2.34"], "libm.so.6": []}) == {"libc.so.6": ["GLIBC_2.34"]}
-    assert V.missing_versions(["GLIBC_2.38", "GLIBC_2.2.5", "GLIBC_2.34"], {"GLIBC_2.2.5"}) == ["GLIBC_2.34",
-                                                                                               "GLIBC_2.38"]
+    missing = V.missing_versions(["GLIBC_2.38", "GLIBC_2.2.5", "GLIBC_2.34"], {"GLIBC_2.2.5"})
+    assert missing == ["GLIBC_2.34", "GLIBC_2.38"]
     defs = {"GLIBCXX_3.4.30", "GLIBCXX_3.4.9", "CXXABI_1.3.13"}
     assert V.newest_defined(defs, "GLIBCXX") == "GLIBCXX_3.4.30"
     assert V.newest_defined(defs, "GLIBC") == "none"
