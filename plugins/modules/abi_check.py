@@ -287,7 +287,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 try:
     from ansible_collections.dflash.deploy.plugins.module_utils import abi_check as abi
-    from ansible_collections.dflash.deploy.plugins.module_utils import findings as F
+    from ansible_collections.dflash.deploy.plugins.module_utils.abicheck.import_test import with_import_test
     from ansible_collections.dflash.deploy.plugins.module_utils.elfload.cuda_compat import format_cc, parse_cc
     from ansible_collections.dflash.deploy.plugins.module_utils.elfload.loadplan import (
         FEATURE_LIBRARIES,
@@ -297,7 +297,6 @@ try:
     from ansible_collections.dflash.deploy.plugins.module_utils.host.imports import (
         check_environment,
         check_timeouts,
-        import_many,
         service_env,
     )
     IMPORT_ERROR = None
@@ -367,21 +366,8 @@ def main():
     result["static_elapsed"] = result["elapsed"]
     result["gpu_compute_capabilities"] = [format_cc(c) for c in ccs] if ccs else None
     result["gpu_detection"] = detection
-    if p["import_test"] and result.get("site_packages"):
-        python = p["venv"].rstrip("/") + "/bin/python"
-        names = [result["packages"][n]["import_name"] for n in p["packages"] if n in result["packages"]]
-        tested = import_many(python, names, timeout=p["import_timeout"], env=service_env(environment))
-        result["import_test"] = tested
-        for name, res in tested.items():
-            if not res["ok"]:
-                result["findings"].append(F.make(
-                    "import_failed", name, "import %s failed: %s" % (name, res["error"]),
-                    fix="see the static findings for the cause" if not result["compatible"] else
-                        "the static check found no cause: read the import error"))
-        result["findings"] = F.sort_findings(result["findings"])
-        result["compatible"] = not F.errors(result["findings"])
-        result["msg"] = F.message(result["findings"])
-        result["elapsed"] = round(result["elapsed"] + sum(r["seconds"] or 0 for r in tested.values()), 3)
+    if p["import_test"]:
+        with_import_test(result, p["venv"], p["packages"], environment, timeout=p["import_timeout"])
     if not result["compatible"] and p["fail_on_error"]:
         msg = result.pop("msg")
         module.fail_json(msg=msg, changed=False, **result)

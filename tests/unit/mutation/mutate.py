@@ -11,6 +11,7 @@ surviving mutant as a diff); the summary (killed/total per file) goes to build/m
     .venv/bin/python tests/unit/mutation/mutate.py --recheck FILE ...
     MUTATE_COMMIT=HEAD .venv/bin/python tests/unit/mutation/mutate.py --init-only FILE ...  # for device_*.py
     .venv/bin/python tests/unit/mutation/mutate.py --summarize FILE ...  # after device_import_results.py
+    .venv/bin/python tests/unit/mutation/mutate.py --check  # the table still applies: every file and test exists
 
 MUTATE_COMMIT=<rev>: the copy is that commit (git archive), not the working tree.
 
@@ -144,9 +145,31 @@ def _recheck(paths: list[str], conf: dict, env: dict) -> list[str]:
     return lines
 
 
+def load(pyproject: Path = REPO / "pyproject.toml") -> dict:
+    return tomllib.loads(pyproject.read_text())["tool"]["dflash-mutate"]
+
+
+def problems(conf: dict, root: Path = REPO) -> list[str]:
+    """Why the table would not apply to the checkout: a file to mutate, or a test file its command names (also
+    in a --deselect), that is not there; a renamed or moved file would otherwise drop out of the score."""
+    out = []
+    for path, tests in conf["files"].items():
+        if not (root / path).is_file():
+            out.append(f"{path}: no such file")
+        for test in tests:
+            node = test.split("=", 1)[1] if test.startswith("--") else test
+            if not (root / node.split("::", 1)[0]).is_file():
+                out.append(f"{path}: test {node}: no such file")
+    return out
+
+
 def main(argv: list[str]) -> int:
-    conf = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["dflash-mutate"]
+    conf = load()
     files = conf["files"]
+    if argv[:1] == ["--check"]:
+        found = problems(conf)
+        print("\n".join(found) or "%d files, every file and test there" % len(files))
+        return 1 if found else 0
     mode = argv[0] if argv and argv[0] in ("--recheck", "--init-only", "--summarize") else ""
     recheck = mode == "--recheck"
     chosen = (argv[1:] if mode else argv) or list(files)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from ansible_collections.dflash.deploy.plugins.module_utils.abicheck import import_test
 from ansible_collections.dflash.deploy.plugins.modules import abi_check, pkg_probe
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -180,7 +181,7 @@ def test_elapsed_adds_the_import_seconds_to_the_static_check(tmp_path, capsys, m
     def import_many(python, names, timeout, env):
         return dict((n, {"ok": True, "version": "1.0", "seconds": seconds, "error": None}) for n in names)
 
-    monkeypatch.setattr(abi_check, "import_many", import_many)
+    monkeypatch.setattr(import_test, "import_many", import_many)
     venv, _site = _pkg_venv(tmp_path, [])
     res = run_module(abi_check, dict(CHECK, venv=str(venv), packages=["pkg"], gpu_compute_capabilities=["9.0"],
                                      import_test=True), capsys)
