@@ -6,6 +6,8 @@
       ->  []  when it may, else one line per reason, naming the path
     {{ found.files | dflash.deploy.releases_to_prune(in_use, keep, building) }}
       ->  the release directories to remove, oldest last
+    {{ release_dir | dflash.deploy.release_file('verified') }}
+      ->  <release_dir>/.dflash-release/verified.json   (the release contract: module_utils/release/contract.py)
 
 A link and the marker inside the release it names earn no trust by existing: the host may
 hold what a careless operator or a compromised service user left (a world-writable layout,
@@ -26,6 +28,9 @@ Inputs are `stat` (follow: false) of the link and of its target, and the result 
 from __future__ import annotations
 
 import posixpath
+
+from ansible.errors import AnsibleFilterError
+from ansible_collections.dflash.deploy.plugins.module_utils.release import contract
 
 
 def _target_errors(where: str, target: str, target_stat: dict) -> list:
@@ -83,6 +88,18 @@ def releases_to_prune(found: list, in_use: list, keep, building: str = "") -> li
     return [f["path"] for f in newest_first[keep:] if posixpath.normpath(f["path"]) not in protected]
 
 
+def release_file(release_dir: str, name: str = "") -> str:
+    """A release's recorded file by its contract name (lock, built, overlay_manifest, verified), or
+    with no name the ``.dflash-release`` directory itself."""
+    if not name:
+        return contract.meta_dir(release_dir)
+    try:
+        return contract.release_file(release_dir, name)
+    except ValueError as exc:
+        raise AnsibleFilterError(f"release_file: {exc}") from None
+
+
 class FilterModule:
     def filters(self):
-        return {"release_trust_errors": release_trust_errors, "releases_to_prune": releases_to_prune}
+        return {"release_trust_errors": release_trust_errors, "releases_to_prune": releases_to_prune,
+                "release_file": release_file}

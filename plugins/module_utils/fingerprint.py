@@ -25,7 +25,9 @@ import os
 import stat
 from dataclasses import dataclass
 
-MARKER_DIR = ".dflash-release"
+from ansible_collections.dflash.deploy.plugins.module_utils.release.contract import META_DIR
+
+MARKER_DIR = META_DIR
 MAX_MARKER_BYTES = 1 << 20
 
 

@@ -25,8 +25,9 @@ import stat
 from dataclasses import dataclass
 
 from ansible_collections.dflash.deploy.plugins.module_utils.fileio import read_regular
+from ansible_collections.dflash.deploy.plugins.module_utils.release import contract
 
-BUILT = os.path.join(".dflash-release", "built.json")
+BUILT = os.path.join(contract.META_DIR, contract.BUILT)
 MAX_BUILT_BYTES = 64 << 20  # a bound on the read, not an expected size: a record is a lock and a few fields
 
 

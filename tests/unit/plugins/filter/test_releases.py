@@ -100,3 +100,31 @@ def test_prune_compares_resolved_paths_not_spellings():
     found = _found(("old", 1.0), ("new", 2.0))
     assert mod.releases_to_prune(found, ["/opt/dflash/releases/./old/"], 1) == []
     assert mod.releases_to_prune(found, [""], 1, "") == ["/opt/dflash/releases/old"]
+
+
+def test_release_file_names_each_recorded_file_of_the_contract():
+    assert mod.release_file(REL, "verified") == REL + "/.dflash-release/verified.json"
+    assert mod.release_file(REL, "built") == REL + "/.dflash-release/built.json"
+    assert mod.release_file(REL, "lock") == REL + "/.dflash-release/lock.txt"
+    assert mod.release_file(REL, "overlay_manifest") == REL + "/.dflash-release/dflash-overlay.sha256"
+    assert mod.release_file(REL) == REL + "/.dflash-release"
+    # the fingerprint leaves out the same directory the filter names
+    assert FP.MARKER_DIR == ".dflash-release"
+
+
+def test_release_file_refuses_a_name_outside_the_contract_in_one_line():
+    with pytest.raises(mod.AnsibleFilterError) as err:
+        mod.release_file(REL, "verify")
+    assert "no release file named 'verify'" in str(err.value) and "verified" in str(err.value)
+
+
+def test_no_role_task_or_playbook_spells_the_release_directory():
+    # The release contract has one owner (module_utils/release/contract.py): the roles reach its
+    # files through release_file, so a rename is one edit.
+    repo = Path(__file__).resolve().parents[4]
+    files = [*repo.glob("roles/*/tasks/*.yml"), *repo.glob("roles/*/defaults/*.yml"), *repo.glob("playbooks/**/*.yml")]
+
+    def code(path):
+        return [line for line in path.read_text().splitlines() if not line.lstrip().startswith("#")]
+    offenders = [str(p.relative_to(repo)) for p in files if any(".dflash-release" in line for line in code(p))]
+    assert offenders == []

@@ -1,0 +1,40 @@
+# Copyright: (c) 2025, dflash.deploy contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The release contract: what a release directory holds besides its venv, named once.
+
+Every release is ``<base_dir>/releases/<id>``; what the roles record about it lives in its
+``.dflash-release/`` directory, which verification's fingerprint leaves out:
+
+- ``lock.txt``: the hashed lock the release was synced from (sglang_venv);
+- ``built.json``: written last by the build, so a directory without it is an interrupted build
+  (sglang_venv, read by ``releases_info``);
+- ``dflash-overlay.sha256``: the manifest of the DFlash tree put in place (``dflash_tree_overlay``);
+- ``verified.json``: the verification marker (sglang_service, read by ``release_fingerprint``),
+  removed by any role that changes the release.
+
+The roles reach these paths through the ``release_file`` filter and the modules through this
+module, so a rename is one edit here.
+"""
+from __future__ import annotations
+
+import posixpath
+
+META_DIR = ".dflash-release"
+LOCK = "lock.txt"
+BUILT = "built.json"
+OVERLAY_MANIFEST = "dflash-overlay.sha256"
+VERIFIED = "verified.json"
+
+FILES = {"lock": LOCK, "built": BUILT, "overlay_manifest": OVERLAY_MANIFEST, "verified": VERIFIED}
+
+
+def meta_dir(release_dir: str) -> str:
+    """The release's ``.dflash-release`` directory."""
+    return posixpath.join(release_dir, META_DIR)
+
+
+def release_file(release_dir: str, name: str) -> str:
+    """The path of one of the release's recorded files, by its contract name (a key of FILES)."""
+    if name not in FILES:
+        raise ValueError(f"no release file named {name!r}: one of {', '.join(sorted(FILES))}")
+    return posixpath.join(release_dir, META_DIR, FILES[name])
