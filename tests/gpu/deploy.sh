@@ -150,7 +150,7 @@ cat > "$WORK/vars.json" <<EOF
   "sglang_venv_keep_releases": 3,
   "sglang_service_preflight_min_free_gb": 5,
   "sglang_service_verify_import_timeout": 180,
-  "sglang_service_lock_wait": 60,
+  "host_lock_wait": 60,
   "sglang_service_instances": []
 }
 EOF

@@ -209,7 +209,7 @@ v = {
   "sglang_venv_keep_releases": 3,
   "sglang_service_preflight_min_free_gb": 5,
   "sglang_service_verify_import_timeout": 300,
-  "sglang_service_lock_wait": 60,
+  "host_lock_wait": 60,
   "sglang_service_instances": [json.loads(inst)],
 }
 d = yaml.safe_load(open(defaults))["sglang_service_instance_defaults"]
