@@ -137,7 +137,7 @@ def test_a_phase_is_left_out_with_skip_tags_and_run_alone_with_tags(deployed):
     left_out = playbook(["deploy_dflash.yml", "-l", "ct200", "--skip-tags", "sglang_service_config"], cwd=REPO)
     ran = tasks_run(left_out)
     assert write_env not in ran
-    assert {lock_packages, probe_gpus, "Wait for the lock"} <= ran, sorted(ran)
+    assert {lock_packages, probe_gpus, "Hold the lock while the token exists"} <= ran, sorted(ran)
     assert "# edited by hand" in env_file()
 
     alone = playbook(["deploy_dflash.yml", "-l", "ct200", "--tags", "sglang_service_config"], cwd=REPO)
