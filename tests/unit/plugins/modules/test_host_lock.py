@@ -5,30 +5,17 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 import time
 
 import pytest
 from ansible_collections.dflash.deploy.plugins.module_utils.host import lock as HL
+from lock_probe import locked, until
 from module_runner import run_module
 
 pytestmark = pytest.mark.skipif(not all(os.access(p, os.X_OK) for p in (HL.FLOCK, HL.TIMEOUT, HL.SH)),
                                 reason="needs /usr/bin/flock, /usr/bin/timeout and /bin/sh")
 
 WHO = "from ops@ctl (ansible-playbook pid 4242, play 'Deploy SGLang with DFlash speculative decoding')"
-
-
-def locked(lock):
-    return subprocess.run([HL.FLOCK, "-n", "-E", "75", str(lock), "true"], check=False).returncode == 75
-
-
-def until(predicate, seconds=10.0):
-    deadline = time.monotonic() + seconds
-    while not predicate():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.1)
-    return True
 
 
 @pytest.fixture

@@ -11,6 +11,7 @@ import time
 
 import pytest
 from ansible_collections.dflash.deploy.plugins.module_utils.host import lock as mod
+from lock_probe import locked, until
 
 HOLDER = ("20261201T101500-42 from ops@ctl (ansible-playbook pid 4242, play 'Deploy SGLang with DFlash "
           "speculative decoding'), holding it as pid 777 on ct200")
@@ -246,20 +247,6 @@ def test_check_mode_writes_and_starts_nothing(tmp_path):
 
 needs_tools = pytest.mark.skipif(not all(os.access(p, os.X_OK) for p in (mod.FLOCK, mod.TIMEOUT, mod.SH)),
                                  reason="needs /usr/bin/flock, /usr/bin/timeout and /bin/sh")
-
-
-def locked(lock):
-    """Whether someone holds the flock on ``lock`` (a try that does not wait)."""
-    return subprocess.run([mod.FLOCK, "-n", "-E", "75", str(lock), "true"], check=False).returncode == 75
-
-
-def until(predicate, seconds=10.0):
-    deadline = time.monotonic() + seconds
-    while not predicate():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.1)
-    return True
 
 
 @pytest.fixture
