@@ -61,7 +61,7 @@ PY
 )
 [ -n "${CONTROLLER:-}" ] || { echo "sanity: could not read the Python versions from $venv and tests/config.yml" >&2; exit 1; }
 TARGET_PYTHONS=${SANITY_TARGET_PYTHONS:-$COMPUTED_TARGETS}
-echo "sanity: $("$venv/bin/ansible" --version | head -1); controller Python $CONTROLLER; compile and import also on: $TARGET_PYTHONS"
+echo "sanity: ansible-core $("$venv/bin/python" -c 'from ansible.release import __version__; print(__version__)'); controller Python $CONTROLLER; compile and import also on: $TARGET_PYTHONS"
 pybin=$work/pythons
 mkdir -p "$pybin"
 for v in $TARGET_PYTHONS; do
