@@ -7,11 +7,12 @@ FIXTURES := build/fixtures
 PYTEST_ARGS ?=
 
 .PHONY: help setup pins lint fixtures unit integration fixture-tests chain sanity collection test bench bench-venv bench-deploy clean \
-	lab-up lab-down lab-status lab-test molecule test-shuffled demo
+	lab-up lab-down lab-status lab-test molecule test-shuffled demo test-matrix matrix-pins
 
 help:
 	@echo "make setup     toolchain venv (.venv) with uv from requirements/toolchain.txt"
 	@echo "make test      everything CI runs: lint, fixtures, unit, fixture chain, sanity"
+	@echo "make test-matrix  unit, sanity and the default scenario on ansible-core 2.19, 2.20, 2.21 with Python 3.12 (MATRIX_LAB=0: no lab; not part of make test)"
 	@echo "make collection  build the collection tarball, install it into a clean path, ansible-doc from there"
 	@echo "make fixtures  build the fixture packages into $(FIXTURES) (wheelhouse + simple index)"
 	@echo "make bench     benchmarks (not part of make test)"
@@ -37,6 +38,11 @@ lint: setup
 
 fixtures: setup
 	$(PY) tests/fixtures/build.py --out $(FIXTURES)
+
+# The pins of make test-matrix, one file per ansible-core line (requirements/matrix-<line>.in, network).
+matrix-pins: setup
+	for f in requirements/matrix-*.in; do \
+	  .tools/uv/bin/uv pip compile --quiet --python 3.12 "$$f" -o "$${f%.in}.txt"; done
 
 # Module and module_utils unit tests.
 unit: setup
@@ -89,8 +95,10 @@ lab-test: fixtures
 # extensions/molecule/config.yml holds what every scenario shares; each molecule.yml only what differs.
 MOLECULE_BASE := --base-config molecule/config.yml
 MOLECULE_SCENARIOS ?= default incident_failures drift check_mode two_instances offline host_failure faults fleet
+# MOLECULE_VENV (relative to the checkout): whose molecule and ansible run the scenarios (make test-matrix sets it).
+MOLECULE_VENV ?= $(VENV)
 molecule: fixtures
-	PATH=$(CURDIR)/$(VENV)/bin:$$PATH tools/lab/session.sh bash -c 'cd extensions && for s in $(MOLECULE_SCENARIOS); do \
+	PATH=$(CURDIR)/$(MOLECULE_VENV)/bin:$$PATH tools/lab/session.sh bash -c 'cd extensions && for s in $(MOLECULE_SCENARIOS); do \
 	  echo "=== molecule scenario $$s"; start=$$SECONDS; molecule $(MOLECULE_BASE) reset -s $$s >/dev/null 2>&1; \
 	  molecule $(MOLECULE_BASE) test -s $$s --destroy never || exit $$?; echo "=== $$s: $$((SECONDS - start)) s"; done'
 
@@ -134,6 +142,13 @@ TEST_STAGES := fixtures lab-test+~lint,unit,integration,fixture-tests,chain,coll
 test: setup
 	@bash tools/run_stages.sh $(TEST_STAGES)
 	@echo "make test: all stages passed"
+
+# The collection on each ansible-core line it supports (tools/test_matrix.sh; not part of make test):
+# per line a venv (build/matrix/<line>/venv, Python 3.12, requirements/matrix-<line>.txt), unit tests,
+# ansible-test sanity, the default molecule scenario in the lab; a table of results and times at the end.
+# MATRIX_LAB=0 leaves the lab out; MATRIX_LINES="2.20" tests some lines only.
+test-matrix: setup fixtures
+	@bash tools/test_matrix.sh
 
 # Benchmarks run on a real torch 2.11 venv from PyPI (several GB, made once by
 # bench-venv; set BENCH_VENV to reuse another) plus a synthetic tree. They are

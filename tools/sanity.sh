@@ -4,10 +4,18 @@
 # (tracked and unignored files minus galaxy.yml's build_ignore: the test
 # fixtures, benchmarks and dev tools are not part of the collection) there
 # and run it locally with per-test virtual environments. The pip bootstrap
-# those venvs need is the offline stand-in that `make setup` installs.
+# those venvs need is the offline stand-in (tools/pip_standin.sh).
+#
+# SANITY_VENV: the venv whose ansible-test (and so whose ansible-core) runs
+# the tests, and whose Python is the controller's; default .venv (make sanity).
+# make test-matrix (tools/test_matrix.sh) points it at each line's venv.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
+venv=${SANITY_VENV:-.venv}
+case $venv in /*) ;; *) venv=$root/$venv ;; esac
+[ -x "$venv/bin/ansible-test" ] || { echo "sanity: no ansible-test in $venv" >&2; exit 1; }
+bash tools/pip_standin.sh "$venv/bin/python"
 # Outside the checkout: inside it, ansible-test would find this repo's .git,
 # ask git for the file list, and skip everything under the ignored copy.
 # One directory per run, so concurrent runs (two checkouts, CI beside a dev
@@ -16,7 +24,7 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/dflash-sanity.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 dest=$work/ansible_collections/dflash/deploy
 mkdir -p "$dest"
-git ls-files -z --cached --others --exclude-standard | .venv/bin/python -c '
+git ls-files -z --cached --others --exclude-standard | "$venv/bin/python" -c '
 import fnmatch, sys, yaml
 ignore = yaml.safe_load(open("galaxy.yml"))["build_ignore"]
 for path in sys.stdin.read().split("\0"):
@@ -33,12 +41,27 @@ for path in sys.stdin.read().split("\0"):
   cp -P "$f" "$dest/$f"
 done
 
-# The modules claim Python 3.8 to 3.13 on the managed host (their `requirements`,
-# plugins/doc_fragments/venv_reader.py): every sanity test on the controller's
-# 3.11, then the tests that depend on the target's version (compile, import) on
-# each other claimed version. Interpreters come from PATH or pyenv's versions;
-# a claimed version with no interpreter is an error, not a skip.
-TARGET_PYTHONS=${SANITY_TARGET_PYTHONS:-3.8 3.9 3.10 3.12 3.13}
+# The modules' Python versions on the managed host: tests/config.yml's
+# python_requires (what their `requirements` claim, plugins/doc_fragments/
+# venv_reader.py), as far as this ansible-test supports them. Every sanity test
+# on the controller's version (the venv's Python), then the tests that depend
+# on the target's version (compile, import) on each other one. Interpreters
+# come from PATH or pyenv's versions; a version with no interpreter is an
+# error, not a skip. SANITY_TARGET_PYTHONS replaces the computed list.
+read -r CONTROLLER COMPUTED_TARGETS < <("$venv/bin/python" - <<'PY'
+import sys
+import yaml
+from packaging.specifiers import SpecifierSet
+from ansible_test._util.target.common.constants import CONTROLLER_PYTHON_VERSIONS, REMOTE_ONLY_PYTHON_VERSIONS
+claimed = SpecifierSet(yaml.safe_load(open("tests/config.yml"))["modules"]["python_requires"])
+controller = "%d.%d" % sys.version_info[:2]
+targets = [v for v in REMOTE_ONLY_PYTHON_VERSIONS + CONTROLLER_PYTHON_VERSIONS if v in claimed and v != controller]
+print(controller, " ".join(targets))
+PY
+)
+[ -n "${CONTROLLER:-}" ] || { echo "sanity: could not read the Python versions from $venv and tests/config.yml" >&2; exit 1; }
+TARGET_PYTHONS=${SANITY_TARGET_PYTHONS:-$COMPUTED_TARGETS}
+echo "sanity: ansible-core $("$venv/bin/python" -c 'from ansible.release import __version__; print(__version__)'); controller Python $CONTROLLER; compile and import also on: $TARGET_PYTHONS"
 pybin=$work/pythons
 mkdir -p "$pybin"
 for v in $TARGET_PYTHONS; do
@@ -59,8 +82,8 @@ done
 export PATH=$pybin:$PATH
 
 cd "$dest"
-"$root/.venv/bin/ansible-test" sanity --venv --python 3.11 --color no "$@"
-[ $# -eq 0 ] || exit 0   # a chosen test (tools/sanity.sh --test pep8) runs on 3.11 only
+"$venv/bin/ansible-test" sanity --venv --python "$CONTROLLER" --color no "$@"
+[ $# -eq 0 ] || exit 0   # a chosen test (tools/sanity.sh --test pep8) runs on the controller's version only
 for v in $TARGET_PYTHONS; do
-  "$root/.venv/bin/ansible-test" sanity --venv --python "$v" --color no --test compile --test import
+  "$venv/bin/ansible-test" sanity --venv --python "$v" --color no --test compile --test import
 done

@@ -35,20 +35,7 @@ fi
 mkdir -p .collections/ansible_collections/dflash
 ln -sfn ../../.. .collections/ansible_collections/dflash/deploy
 
-# ansible-test's pip bootstrap, offline (HOST-NOTES.md). ansible-test looks for
-# ~/.ansible/test/cache/get_pip_<pip version>.py before downloading it.
-pipver=$(.venv/bin/python - <<'PY'
-import re, pathlib, ansible_test
-root = pathlib.Path(ansible_test.__file__).parent
-src = (root / "_internal" / "python_requirements.py").read_text()
-m = re.search(r"pip='([0-9.]+)'", src)
-print(m.group(1).replace(".", "_") if m else "")
-PY
-)
-if [ -n "$pipver" ]; then
-  mkdir -p "$HOME/.ansible/test/cache"
-  # written aside and renamed: two makes running setup at once never see a half file or a clash
-  install -m 0644 tools/get_pip_standin.py "$HOME/.ansible/test/cache/.get_pip_${pipver}.py.$$"
-  mv -f "$HOME/.ansible/test/cache/.get_pip_${pipver}.py.$$" "$HOME/.ansible/test/cache/get_pip_${pipver}.py"
-fi
+# ansible-test's pip bootstrap, offline (HOST-NOTES.md): the stand-in under the
+# name this ansible-test looks for before downloading get-pip.py.
+bash tools/pip_standin.sh .venv/bin/python
 echo "setup: done ($(.venv/bin/ansible --version | head -1))"

@@ -82,15 +82,20 @@ def item_label(value) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def failed_items(result: dict) -> list:
-    """The items of a looped task that failed, in loop order (none for a task without a loop)."""
-    return [r for r in result.get("results") or [] if isinstance(r, dict) and r.get("failed")]
+def failed_items(result: dict, reported=None) -> list:
+    """The items of a looped task that failed, in loop order (none for a task without a loop): those
+    its results mark ``failed``; or, where the results carry no such mark (ansible-core 2.21 keeps
+    ``failed`` out of the results that callbacks see), the items the run reported failed one by one
+    (v2_runner_item_on_failed), given as ``reported``."""
+    marked = [r for r in result.get("results") or [] if isinstance(r, dict) and r.get("failed")]
+    return marked or [r for r in reported or [] if isinstance(r, dict)]
 
 
-def failure_cause(result: dict) -> str:
+def failure_cause(result: dict, reported=None) -> str:
     """The first line of why a task failed. For a loop, whose own msg is only "One or more items
-    failed", the first failing item's own message, with its label and how many more items failed."""
-    items = failed_items(result)
+    failed", the first failing item's own message, with its label and how many more items failed
+    (``reported``: the failed items' results, as failed_items takes them)."""
+    items = failed_items(result, reported)
     if not items:
         return first_line(result.get("msg") or result.get("stderr") or result.get("module_stderr")
                           or result.get("censored") or "failed")
@@ -180,6 +185,8 @@ class CallbackModule(CallbackBase):
         self._running: set = set()
         self._host_start: dict[str, float] = {}
         self._lock = threading.Lock()
+        # failed loop items per (host, task), in the order the run reported them
+        self._failed_items: dict[tuple, list] = {}
         self._ticker = None
         self._stop = threading.Event()
 
@@ -233,6 +240,7 @@ class CallbackModule(CallbackBase):
         with self._lock:
             self._running.discard(host)
             started = self._host_start.pop(host, self._task_started)
+            self._failed_items.pop((host, result._task._uuid), None)
         task = result._task
         rec.add(phase_of(task), time.monotonic() - started, task_name(task) if changed else None)
         facts = result._result.get("ansible_facts") or {}
@@ -247,13 +255,15 @@ class CallbackModule(CallbackBase):
         self._record(result, False)
 
     def v2_runner_on_failed(self, result, ignore_errors=False):
+        with self._lock:
+            reported = self._failed_items.get((result._host.get_name(), result._task._uuid), [])
         rec = self._record(result, False)
         if ignore_errors:
             return
         res = result._result
-        items = failed_items(res)
-        rec.failure = {"phase": phase_of(result._task), "task": task_name(result._task), "cause": failure_cause(res),
-                       "journal": journal_lines(items[0] if items else res)}
+        items = failed_items(res, reported)
+        rec.failure = {"phase": phase_of(result._task), "task": task_name(result._task),
+                       "cause": failure_cause(res, reported), "journal": journal_lines(items[0] if items else res)}
 
     def v2_runner_on_unreachable(self, result):
         rec = self._record(result, False)
@@ -261,6 +271,12 @@ class CallbackModule(CallbackBase):
 
     def v2_runner_item_on_ok(self, result):
         pass
+
+    def v2_runner_item_on_failed(self, result):
+        # the item's own result: on ansible-core 2.21 the loop's results no longer say which items failed
+        with self._lock:
+            self._failed_items.setdefault((result._host.get_name(), result._task._uuid), []).append(
+                dict(result._result))
 
     def v2_playbook_on_stats(self, stats):
         self._stop_ticker()

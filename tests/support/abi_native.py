@@ -113,6 +113,17 @@ def as_nobody(cmd, **kw):
                           capture_output=True, text=True, check=False, **kw)
 
 
+@functools.cache
+def python_as_nobody_fails() -> str:
+    """Why this interpreter cannot even start as uid 65534 ("" when it can), e.g. a pyenv Python whose
+    libpython lies under /root (mode 0700) with no system copy of that version for the loader to fall
+    back on. The tests that run code as nobody skip then: nothing of theirs would run."""
+    res = as_nobody([sys.executable, "-c", ""])
+    if res.returncode == 0 or "setpriv" in res.stderr:
+        return ""
+    return "%s cannot start as nobody here: %s" % (sys.executable, (res.stderr.strip().splitlines() or ["?"])[-1])
+
+
 def chmod_tree(path, mode):
     for dirpath, _dirs, files in os.walk(path):
         os.chmod(dirpath, mode | 0o111)

@@ -190,7 +190,9 @@ def drop(path):
 
 def start_holder(argv):
     """The holder, detached: a new session, stdio on /dev/null, no other descriptor, from /."""
-    return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    # Not AnsibleModule.run_command: that waits for its child, and the holder must outlive the module.
+    return subprocess.Popen(argv, stdin=subprocess.DEVNULL,  # pylint: disable=ansible-bad-function
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             close_fds=True, start_new_session=True, cwd="/", env={"PATH": PATH})
 
 

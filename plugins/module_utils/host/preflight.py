@@ -15,12 +15,14 @@ from __future__ import annotations
 import os
 import pwd
 import re
-import subprocess
+
+from ansible_collections.dflash.deploy.plugins.module_utils.host.runner import run_with_timeout
 
 UNIT_RE = re.compile(r"/([^/]+\.service)(?:/|$)")
 
 # By absolute path: root must not look a command up on a PATH that others might write.
 SYSTEMCTL = next((p for p in ("/usr/bin/systemctl", "/bin/systemctl") if os.path.exists(p)), "/usr/bin/systemctl")
+SYSTEMCTL_TIMEOUT = 30  # seconds `systemctl is-active` may take (a hung systemd never answers)
 
 
 class PreflightRequestError(ValueError):
@@ -69,12 +71,9 @@ def listeners(port):
 
 
 def unit_active(unit):
-    """Whether systemd says the unit is active."""
-    try:
-        return subprocess.call([SYSTEMCTL, "is-active", "--quiet", unit],
-                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) == 0
-    except OSError:
-        return False
+    """Whether systemd says the unit is active (not when systemctl cannot start or gives no answer in
+    SYSTEMCTL_TIMEOUT seconds)."""
+    return run_with_timeout([SYSTEMCTL, "is-active", "--quiet", unit], SYSTEMCTL_TIMEOUT)[0] == 0
 
 
 def port_owners(port, unit=None, service_uid=None):

@@ -21,7 +21,6 @@ clock and sleep replaceable for tests. The standard library and ansible-core's `
 from __future__ import annotations
 
 import json
-import subprocess
 import time
 import urllib.error
 from dataclasses import dataclass, field
@@ -29,11 +28,13 @@ from dataclasses import dataclass, field
 from ansible.module_utils.urls import ConnectionError as UrlsConnectionError
 from ansible.module_utils.urls import open_url
 from ansible_collections.dflash.deploy.plugins.module_utils.fileio import read_regular
+from ansible_collections.dflash.deploy.plugins.module_utils.host.runner import run_with_timeout
 
 FIRST_WAIT = 0.5
 PROBE_TIMEOUT = 30  # seconds one HTTP request may take (/health_generate generates a token)
 MAX_ENV_FILE_BYTES = 1 << 20
 UNIT_PROPERTIES = ("NRestarts", "ActiveState", "MainPID", "SubState")
+SYSTEMCTL_TIMEOUT = 30  # seconds `systemctl show` may take (a busy systemd answers late, a hung one never)
 
 
 @dataclass(frozen=True)
@@ -208,14 +209,13 @@ def api_key(env_file):
 
 
 def unit_state(unit):
-    """The unit's restart count and states from ``systemctl show``; {} without systemctl."""
+    """The unit's restart count and states from ``systemctl show``; {} without systemctl, or when it
+    gives no answer in SYSTEMCTL_TIMEOUT seconds."""
     argv = ["systemctl", "show"]
     for prop in UNIT_PROPERTIES:
         argv += ["-p", prop]
-    try:
-        out = subprocess.run(argv + [unit], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                             check=False).stdout
-    except OSError:
+    rc, out, _err, timed_out = run_with_timeout(argv + [unit], SYSTEMCTL_TIMEOUT)
+    if rc is None or timed_out:
         return {}
     return parse_unit_state(out)
 

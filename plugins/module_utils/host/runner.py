@@ -31,8 +31,9 @@ def run_with_timeout(argv, timeout, env=None, merge_stderr=False, cwd=None):
     rc is None when the program could not be started (stderr then says why). With ``merge_stderr``
     stderr is read into stdout, in the order the child wrote them.
     """
+    # Not AnsibleModule.run_command: it has no timeout and could not kill the child's whole process group.
     try:
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE,
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE,  # pylint: disable=ansible-bad-function
                                 stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE, env=env,
                                 start_new_session=True, cwd=cwd)
     except OSError as exc:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 from ansible_collections.dflash.deploy.plugins.callback.deploy_summary import (
     HostRecord,
@@ -143,6 +144,20 @@ def test_a_loop_with_several_failures_names_the_first_and_counts_the_rest():
     assert two.endswith("(item probe GPU 9; 1 more item failed)")
 
 
+def test_when_the_results_do_not_mark_failed_items_the_reported_ones_are_named():
+    # ansible-core 2.21 keeps `failed` (and `_ansible_no_log`) out of the results callbacks see: the loop's
+    # results no longer say which item failed; v2_runner_item_on_failed reported each one as it failed
+    unmarked = dict(LOOP_RESULT, results=[{k: v for k, v in r.items() if k not in ("failed", "_ansible_no_log")}
+                                          for r in LOOP_RESULT["results"]])
+    assert failure_cause(unmarked) == "One or more items failed"
+    reported = [unmarked["results"][1]]
+    assert failure_cause(unmarked, reported) == failure_cause(LOOP_RESULT)
+    other = dict(reported[0], msg="instance other: GPU 8 is not listed", _ansible_item_label="other GPU 8")
+    assert failure_cause(unmarked, reported + [other]).endswith("(item probe GPU 9; 1 more item failed)")
+    # where the results do mark them (2.19, 2.20), those stand
+    assert failure_cause(LOOP_RESULT, [other]) == failure_cause(LOOP_RESULT)
+
+
 def test_an_item_without_a_label_is_named_by_its_name_never_its_other_keys():
     # a file task over paths (the item is the label), and a loop over instance dicts without loop_control.label
     path_item = {"path": "/etc/x", "failed": True, "item": "/etc/x", "_ansible_item_label": "/etc/x",
@@ -197,7 +212,7 @@ def test_the_summary_of_a_real_failed_loop(tmp_path):
     (tmp_path / "play.yml").write_text(PLAYBOOK)
     env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
                ANSIBLE_LOCALHOST_WARNING="false", ANSIBLE_INVENTORY_UNPARSED_WARNING="false")
-    run = subprocess.run([str(REPO / ".venv" / "bin" / "ansible-playbook"), "-i", "localhost,", "-c", "local",
+    run = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,", "-c", "local",
                           "-e", f"ansible_python_interpreter={sys.executable}", str(tmp_path / "play.yml")],
                          cwd=REPO, capture_output=True, text=True, env=env, check=False)
     assert run.returncode == 2, run.stdout + run.stderr

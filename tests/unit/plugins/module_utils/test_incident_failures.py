@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 
 import pytest
 from ansible_collections.dflash.deploy.plugins.module_utils import abi_check as abi
 from ansible_collections.dflash.deploy.plugins.module_utils.host.imports import import_one, service_env
 from ansible_collections.dflash.deploy.plugins.module_utils.pkg_probe import probe
 from ansible_collections.dflash.deploy.plugins.module_utils.pydist.requirements import check_with_uv
+
+# make_venv's venvs are of this interpreter's version (python3.11 under make unit, 3.12 under make test-matrix)
+SITE_PYTHON = "python%d.%d" % sys.version_info[:2]
 
 BLACKWELL = [(12, 0)]
 
@@ -154,7 +158,7 @@ def test_driver_missing(make_venv):
 
 def test_missing_and_broken_files(make_venv, driver):
     venv = make_venv(["torch==2.11.0+cu130", "sglang-kernel==0.4.2"])
-    sk = venv / "lib" / "python3.11" / "site-packages" / "sgl_kernel"
+    sk = venv / "lib" / SITE_PYTHON / "site-packages" / "sgl_kernel"
     # uv hardlinks venv files to its cache: replace files (write + rename), never write them in place
     replace_file(sk / "spatial_ops.abi3.so", b"this is not an ELF file\n")
     os.remove(sk / "flash_ops.abi3.so")
@@ -189,11 +193,9 @@ def test_bad_venv_paths(tmp_path):
 
 def test_driver_older_than_the_extension(make_venv, driver, fixture_build):
     """An extension that calls a driver function the installed libcuda.so.1 lacks fails at import (RTLD_NOW)."""
-    import sys
-
     import abi_native as N
     venv = make_venv(["torch==2.11.0+cu130"])
-    site = venv / "lib" / "python3.11" / "site-packages"
+    site = venv / "lib" / SITE_PYTHON / "site-packages"
     lib = fixture_build / "driver" / "lib"
     ext = N.build_lib(site / "drvext" / "ops.so",
                       "int cuInit(unsigned); int cuMemAddressFree(unsigned long long, unsigned long);\n"

@@ -86,11 +86,13 @@ def test_package_not_installed_and_package_without_extensions(tmp_path):
 
 @pytest.fixture
 def importable(tmp_path):
-    """A venv with a real interpreter whose pkg/ext.so is statically fine."""
-    venv, site = _pkg_venv(tmp_path, ["ext.so"])
+    """A venv with a real interpreter (this one, so the site-packages of its version) whose pkg/ext.so is
+    statically fine."""
+    version = "%d.%d.%d" % sys.version_info[:3]
+    venv, site = _pkg_venv(tmp_path, ["ext.so"], version)
     (venv / "bin").mkdir()
     os.symlink(sys.executable, venv / "bin" / "python")
-    (venv / "pyvenv.cfg").write_text("home = %s\nversion_info = 3.11.7\n" % Path(sys.executable).parent)
+    (venv / "pyvenv.cfg").write_text("home = %s\nversion_info = %s\n" % (Path(sys.executable).parent, version))
     N.build_lib(site / "pkg" / "ext.so", "int f(void){return 0;}")
     return venv, site
 

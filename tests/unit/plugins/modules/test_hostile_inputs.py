@@ -30,11 +30,11 @@ def run_module(mod, args, capsys):
     return json.loads(out[out.index("{"):])
 
 
-def _venv(tmp_path):
+def _venv(tmp_path, version="3.11.7"):
     venv = tmp_path / "venv"
-    site = venv / "lib" / "python3.11" / "site-packages"
+    site = venv / "lib" / ("python%s" % ".".join(version.split(".")[:2])) / "site-packages"
     site.mkdir(parents=True)
-    (venv / "pyvenv.cfg").write_text("version_info = 3.11.7\n")
+    (venv / "pyvenv.cfg").write_text("version_info = %s\n" % version)
     return venv, site
 
 
@@ -175,8 +175,8 @@ def _loader_loads(path: Path, cwd=None) -> tuple[bool, str]:
     return out == "loaded", out
 
 
-def _pkg_venv(tmp_path, files):
-    venv, site = _venv(tmp_path)
+def _pkg_venv(tmp_path, files, version="3.11.7"):
+    venv, site = _venv(tmp_path, version)
     _dist(site, "pkg", "1.0", files=["pkg/__init__.py"] + ["pkg/" + f for f in files])
     (site / "pkg").mkdir()
     (site / "pkg" / "__init__.py").write_text("")

@@ -248,7 +248,7 @@ def test_argument_errors(venvs):
 def test_through_ansible_cli(venvs):
     """The module resolves from the checkout (ansible.cfg collections_path) and reports changed honestly."""
     src, dest = venvs
-    cmd = [str(REPO / ".venv" / "bin" / "ansible"), "localhost", "-m", "dflash.deploy.site_packages_transplant",
+    cmd = [str(Path(sys.executable).parent / "ansible"), "localhost", "-m", "dflash.deploy.site_packages_transplant",
            "-a", f"src={src} dest={dest} distributions=torch,nvidia-* remove=nvidia-cuda-runtime-cu12"]
     env = dict(os.environ, ANSIBLE_LOCALHOST_WARNING="false", ANSIBLE_INVENTORY_UNPARSED_WARNING="false")
     first = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, env=env, check=False)

@@ -119,3 +119,20 @@ def test_a_malformed_request_is_refused_in_one_line_before_anything_is_read(monk
 
 def test_a_port_given_as_digits_is_read_as_a_number(listening):
     assert [o["pid"] for o in mod.answer(ports={"a": str(listening)})["ports"]["a"]] == [os.getpid()]
+
+
+def test_a_unit_is_active_only_when_systemctl_says_so_in_time(monkeypatch):
+    seen = []
+
+    def answer(rc, timed_out=False):
+        def run(argv, timeout):
+            seen.append((argv, timeout))
+            return rc, "", "", timed_out
+        return run
+
+    monkeypatch.setattr(mod, "run_with_timeout", answer(0))
+    assert mod.unit_active("sglang-dflash@a.service") is True
+    assert seen == [([mod.SYSTEMCTL, "is-active", "--quiet", "sglang-dflash@a.service"], mod.SYSTEMCTL_TIMEOUT)]
+    for rc, timed_out in ((3, False), (None, False), (-9, True)):  # inactive, no systemctl, no answer in time
+        monkeypatch.setattr(mod, "run_with_timeout", answer(rc, timed_out))
+        assert mod.unit_active("sglang-dflash@a.service") is False

@@ -59,6 +59,25 @@ def test_unit_state_as_systemctl_show_prints_it():
     assert R.restart_count({"NRestarts": "[not set]"}) == 0
 
 
+def test_the_unit_s_state_comes_from_systemctl_show_or_is_unknown(monkeypatch):
+    seen = []
+
+    def answer(rc, out="", timed_out=False):
+        def run(argv, timeout):
+            seen.append((argv, timeout))
+            return rc, out, "", timed_out
+        return run
+
+    monkeypatch.setattr(R, "run_with_timeout", answer(0, "NRestarts=1\nActiveState=active\n"))
+    assert R.unit_state("sglang-dflash@a.service") == {"NRestarts": "1", "ActiveState": "active"}
+    assert seen == [(["systemctl", "show", "-p", "NRestarts", "-p", "ActiveState", "-p", "MainPID", "-p", "SubState",
+                      "sglang-dflash@a.service"], R.SYSTEMCTL_TIMEOUT)]
+    monkeypatch.setattr(R, "run_with_timeout", answer(None, ""))  # no systemctl
+    assert R.unit_state("sglang-dflash@a.service") == {}
+    monkeypatch.setattr(R, "run_with_timeout", answer(-9, "NRestarts=1\n", timed_out=True))  # no answer in time
+    assert R.unit_state("sglang-dflash@a.service") == {}
+
+
 @pytest.mark.parametrize(("state", "before", "allowed", "expected"), [
     ({"NRestarts": "4", "ActiveState": "active", "SubState": "running"}, 4, 0, (0, None)),
     ({"NRestarts": "5", "ActiveState": "active", "SubState": "running"}, 4, 0,
