@@ -46,7 +46,7 @@ def test_nothing_known_still_reports():
     # a host failed by another host's run_once task gets no ansible_failed_task/result
     assert failure_report({}, {}) == {"task": "", "cause": "failed", "journal": []}
     assert failure_report(None, "text") == {"task": "", "cause": "failed", "journal": []}
-    assert failure_report({"action": "ansible.builtin.command"}, {"failed": True, "msg": "",
-                                                                   "stderr": "flock: timeout\nmore"}) == \
-        {"task": "ansible.builtin.command", "cause": "flock: timeout", "journal": []}
+    unnamed = failure_report({"action": "ansible.builtin.command"},
+                             {"failed": True, "msg": "", "stderr": "flock: timeout\nmore"})
+    assert unnamed == {"task": "ansible.builtin.command", "cause": "flock: timeout", "journal": []}
     assert failure_message({}, {"failed": True, "stderr": "flock: timeout"}) == "flock: timeout"
