@@ -17,6 +17,9 @@ description:
   - Phases are the roles (C(sglang_venv), C(cuda_overlay), ...) and the play's own tasks.
     A play reports its outcome by setting the fact C(dflash_deploy_report) (a dict with
     C(release), C(health_url), C(models) and C(changes)), which this callback reads; nothing else is required.
+  - A play whose rescue reports a host's failure (C(dflash_deploy_report) with C(status) V(failed), as
+    C(deploy_dflash.yml) does before it publishes the report with C(ansible.builtin.set_stats)) and then
+    fails the host again keeps the failure first recorded; the second one is not printed.
   - C(changes) are the roles' own words for what they changed, or in check mode would change - the
     packages a new release adds, removes or upgrades, the overlaid files, the env files, drop-ins,
     unit and C(current) links (the C(*_changes) facts the roles set with the C(dflash.deploy.release_changes)
@@ -259,6 +262,10 @@ class CallbackModule(CallbackBase):
             reported = self._failed_items.get((result._host.get_name(), result._task._uuid), [])
         rec = self._record(result, False)
         if ignore_errors:
+            return
+        if rec.failure is not None and (rec.report or {}).get("status") == "failed":
+            # The play's rescue reported this host's failure (its dflash_deploy_report) and fails the
+            # host again: the failure stands as first recorded, in its phase and task.
             return
         res = result._result
         items = failed_items(res, reported)

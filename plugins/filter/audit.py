@@ -6,8 +6,9 @@
 the DFlash files found, the units) into one flat column of facts per host and venv, with
 each distribution's version (``dist <name>``) and the sha256 of what it installed
 (``sha256 <name>``: pkg_probe's ``record_sha256``, over its RECORD's paths and hashes);
-``audit_table`` lays the columns side by side and keeps the rows where they differ.
-Both are pure functions of their input.
+``audit_table`` lays the columns side by side and keeps the rows where they differ;
+``audit_report`` is what the play publishes with set_stats (the columns and the facts that differ).
+All are pure functions of their input.
 """
 from __future__ import annotations
 
@@ -128,6 +129,13 @@ def audit_table(columns: dict, show_all: bool = False, width: int = 48) -> list:
     return [line(heads), line(["-" * w for w in widths])] + [line(r) for r in body]
 
 
+def audit_report(columns: dict) -> dict:
+    """What the audit publishes (set_stats dflash_audit): every column's facts, and the facts
+    that differ between the columns (none with fewer than two columns)."""
+    return {"columns": columns,
+            "differ": [row for row, values in audit_rows(columns) if len(set(map(str, values))) > 1]}
+
+
 class FilterModule:
     def filters(self):
-        return {"audit_columns": audit_columns, "audit_table": audit_table}
+        return {"audit_columns": audit_columns, "audit_table": audit_table, "audit_report": audit_report}

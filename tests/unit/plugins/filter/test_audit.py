@@ -1,4 +1,4 @@
-"""audit_columns / audit_table: the facts the incident compared by hand, from pkg_probe results."""
+"""audit_columns / audit_table / audit_report: the facts the incident compared by hand, from pkg_probe results."""
 from __future__ import annotations
 
 import importlib.util
@@ -74,3 +74,14 @@ def test_the_same_version_from_other_bytes_is_a_difference():
     assert rows == {"sha256 triton": ["a" * 16, "b" * 16]}  # the versions agree; only the bytes differ
     same = dict(audit.audit_rows(audit.audit_columns({"ct129": one, "ct200": one}, ["ct129", "ct200"])))
     assert same == {}
+
+
+def test_the_published_report_holds_every_column_and_the_facts_that_differ():
+    cols = audit.audit_columns({"ct129": GOOD, "ct200": BAD}, ["ct129", "ct200"])
+    report = audit.audit_report(cols)
+    assert report["columns"] == cols                                  # every fact, also those alike
+    assert report["differ"] == [row for row, _values in audit.audit_rows(cols)]
+    assert "torch build" in report["differ"] and "python" not in report["differ"]
+    one = audit.audit_columns({"ct129": GOOD}, ["ct129"])
+    assert audit.audit_report(one) == {"columns": one, "differ": []}  # one column: nothing to differ from
+    assert audit.audit_report({}) == {"columns": {}, "differ": []}
