@@ -21,7 +21,7 @@ description:
     measured with the same probe (its identity digest covers every request body and the warm-up count) on the
     same O(gpus); each figure past the limit the operator set fails the task, the message naming every such
     figure, its value, the baseline's and the limit. No baseline file (the first release), or one measured with
-    another probe or on other GPUs, passes without a comparison and RV(verdict.reason) says why. A baseline
+    another probe or on other GPUs, passes without a comparison and the C(reason) of RV(verdict) says why. A baseline
     file that cannot be read or parsed fails the task.
   - With O(record), writes the figures as the record of O(release) when the gate passes, atomically (a
     temporary file in the same directory, then a rename).
@@ -268,7 +268,7 @@ def main():
             env_file=dict(type="path"),
             api_key=dict(type="str", no_log=True),
             prompts=dict(type="list", elements="raw"),
-            max_tokens=dict(type="int", default=64),
+            max_tokens=dict(type="int", default=64, no_log=False),
             warmup=dict(type="int", default=1),
             timeout=dict(type="float", default=120),
             release=dict(type="str"),
@@ -308,7 +308,8 @@ def main():
                                          else "no baseline (none recorded)")
         if p["record"]:
             what += ", and record the figures in %s when they pass" % p["record"]
-        module.exit_json(msg=what, **dict(result, changed=bool(p["record"])))
+        result["changed"] = bool(p["record"])
+        module.exit_json(msg=what, **result)
     key = p["api_key"] or env_file_key(p["env_file"])
     try:
         timings = P.run(base, plan, key=key, timeout=p["timeout"])

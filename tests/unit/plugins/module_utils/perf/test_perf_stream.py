@@ -81,7 +81,7 @@ def test_timing_counts_tokens_by_completion_tokens():
 def test_stream_one_times_each_chunk_as_it_arrives():
     with sglang_stream(first=0.15, gap=0.05, steps=(1, 3, 3, 1)) as base:
         t = P.stream_one(base + "/generate", {"text": "x"}, "", 5)
-    assert [n for _, n in t.chunks] == [1, 4, 7, 8] and t.completion_tokens == 8 and t.verify_ct == 3
+    assert [c[1] for c in t.chunks] == [1, 4, 7, 8] and t.completion_tokens == 8 and t.verify_ct == 3
     assert 0.15 <= t.chunks[0][0] - t.sent < 0.5
     gaps = [b[0] - a[0] for a, b in itertools.pairwise(t.chunks)]
     assert all(0.05 <= g < 0.3 for g in gaps) and t.done == t.chunks[-1][0]
@@ -93,9 +93,10 @@ def test_run_warms_up_then_times_each_prompt_with_the_key():
     with sglang_stream(first=0.01, gap=0.01, key="sk-1", seen=seen) as base:
         timings = P.run(base + "/", plan, key="sk-1", timeout=5)
     assert len(timings) == 2 and all(t.completion_tokens == 4 for t in timings)
-    assert [(path, auth) for path, _, auth in seen] == [("/generate", "Bearer sk-1")] * 4
-    assert [b.get("text", b.get("input_ids")) for _, b, _ in seen] == ["one", [5, 6], "one", [5, 6]]
-    assert all(b["stream"] is True and b["sampling_params"]["temperature"] == 0 for _, b, _ in seen)
+    assert [(s[0], s[2]) for s in seen] == [("/generate", "Bearer sk-1")] * 4
+    bodies = [s[1] for s in seen]
+    assert [b.get("text", b.get("input_ids")) for b in bodies] == ["one", [5, 6], "one", [5, 6]]
+    assert all(b["stream"] is True and b["sampling_params"]["temperature"] == 0 for b in bodies)
 
 
 @pytest.mark.parametrize(("server", "key", "message"), [
