@@ -50,8 +50,8 @@ def test_the_owner_names_each_path_once_and_its_spec_agrees():
 
 def test_every_role_that_reads_the_layout_depends_on_its_owner():
     for role in sorted(p for p in (REPO / "roles").iterdir() if p.is_dir() and p != OWNER):
-        text = "\n".join("\n".join(code(p.read_text())) for p in role.glob("*/*.yml")
-                          if p.parent.name in ("tasks", "defaults"))
+        files = [p for p in role.glob("*/*.yml") if p.parent.name in ("tasks", "defaults")]
+        text = "\n".join("\n".join(code(p.read_text())) for p in files)
         if not USES.search(text):
             continue
         deps = yaml.safe_load((role / "meta" / "main.yml").read_text()).get("dependencies") or []
