@@ -12,6 +12,9 @@ description:
     C(<base_dir>/releases/<id>/.dflash-release/built.json) that is a regular file (a link is not a record) with
     its text, the releases the instances' C(current) links point at with their C(built.json) records, and
     whether O(release_dir) is built.
+  - Also lists every release directory with its modification time (RV(releases)), each instance's C(current)
+    and C(previous) links with the path they resolve to (RV(instances)), and the releases any link in an
+    instance directory resolves to (RV(in_use)); what the prune keeps and the audit probes, in the same read.
   - Files are opened as regular files only; a FIFO or a device in a record's place is no record, never a hang.
   - Never changes anything; C(changed) is always false. Standard library only.
 author:
@@ -25,9 +28,8 @@ options:
   release_dir:
     description:
       - The release directory the deploy wants; RV(release_built) says whether its C(.dflash-release/built.json)
-        exists.
+        exists. Left out, RV(release_built) is false.
     type: path
-    required: true
 notes:
   - Supports check mode; it reads the same in check mode as on a real run.
 seealso:
@@ -44,6 +46,10 @@ EXAMPLES = r"""
 - name: The locks the releases on this host were built from
   ansible.builtin.set_fact:
     built_locks: "{{ releases.built | dflash.deploy.built_locks }}"
+
+- name: The releases beyond the newest three that no instance link resolves to
+  ansible.builtin.set_fact:
+    to_prune: "{{ releases.releases | dflash.deploy.releases_to_prune(releases.in_use, 3) }}"
 """
 
 RETURN = r"""
@@ -71,10 +77,62 @@ running_built:
   elements: dict
   sample: [{"release_id": "fc72249c303485d4", "spec": {"lock": "...", "python": "3.11", "inputs": {}}}]
 release_built:
-  description: True when O(release_dir)'s C(.dflash-release/built.json) exists (a link counts).
+  description:
+    - True when O(release_dir)'s C(.dflash-release/built.json) exists (a link counts); false without O(release_dir).
   returned: always
   type: bool
   sample: false
+releases:
+  description:
+    - Every real directory in C(<base_dir>/releases) (a link is not a release; a name starting with C(.) is left
+      out), sorted by name, with its modification time (lstat), what the prune chooses from.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    path:
+      description: The release directory.
+      type: str
+    mtime:
+      description: Its modification time, seconds since the epoch.
+      type: float
+  sample: [{"path": "/opt/dflash/releases/fc72249c303485d4", "mtime": 1764662400.0}]
+instances:
+  description:
+    - Each real directory in C(<base_dir>/instances) (a link in an instance's place is not one), sorted by name,
+      with its C(current) and C(previous) links, each null when it is not a symbolic link.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    name:
+      description: The instance directory's name.
+      type: str
+    path:
+      description: The instance directory.
+      type: str
+    current:
+      description:
+        - The C(current) link as C(path) (the link), C(target) (its text, relative or absolute) and C(resolved)
+          (its realpath, every link followed, what C(readlink -f) names; it need not exist).
+      type: dict
+    previous:
+      description: The C(previous) link, as C(current).
+      type: dict
+  sample: [{"name": "qwen3-8b", "path": "/opt/dflash/instances/qwen3-8b",
+            "current": {"path": "/opt/dflash/instances/qwen3-8b/current",
+                        "target": "/opt/dflash/releases/fc72249c303485d4",
+                        "resolved": "/opt/dflash/releases/fc72249c303485d4"},
+            "previous": null}]
+in_use:
+  description:
+    - The path every symbolic link directly in an instance directory resolves to (any link, whatever the instance's
+      state in the inventory; a relative one from the link's directory), each once, sorted. One that resolves into
+      C(<base_dir>/releases) is spelled as RV(releases) spells it, also when O(base_dir) is a symlink.
+  returned: always
+  type: list
+  elements: str
+  sample: ["/opt/dflash/releases/0b5d31e2a7c94f18", "/opt/dflash/releases/fc72249c303485d4"]
 """
 
 import traceback
@@ -92,7 +150,7 @@ def main():
     module = AnsibleModule(
         argument_spec=dict(
             base_dir=dict(type="path", required=True),
-            release_dir=dict(type="path", required=True),
+            release_dir=dict(type="path"),
         ),
         supports_check_mode=True,
     )

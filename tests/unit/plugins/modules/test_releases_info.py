@@ -33,11 +33,22 @@ def test_the_answer_is_the_result_and_nothing_changes(tmp_path, capsys, check):
     assert result["running"] == [str(tmp_path / "releases" / "aaaa")]
     assert result["running_built"] == [{"release_id": "aaaa", "spec": {"lock": "x==1"}}]
     assert result["release_built"] is False
+    assert [r["path"] for r in result["releases"]] == [str(tmp_path / "releases" / "aaaa")]
+    assert result["instances"] == [{"name": "qwen", "path": str(tmp_path / "instances" / "qwen"),
+                                    "current": {"path": str(tmp_path / "instances" / "qwen" / "current"),
+                                                "target": "../../releases/aaaa",
+                                                "resolved": str(tmp_path / "releases" / "aaaa")},
+                                    "previous": None}]
+    assert result["in_use"] == [str(tmp_path / "releases" / "aaaa")]
     assert sorted(str(p) for p in tmp_path.rglob("*")) == before
 
 
-def test_a_bare_host_and_both_options_required(tmp_path, capsys):
+def test_a_bare_host_and_base_dir_required(tmp_path, capsys):
     result = run_module({"base_dir": str(tmp_path / "none"), "release_dir": str(tmp_path / "none" / "x")}, capsys)
-    assert result == dict(result, changed=False, built=[], running=[], running_built=[], release_built=False)
-    result = run_module({"base_dir": str(tmp_path)}, capsys)
-    assert result["failed"] is True and "release_dir" in result["msg"]
+    assert result == dict(result, changed=False, built=[], running=[], running_built=[], release_built=False,
+                          releases=[], instances=[], in_use=[])
+    result = run_module({"base_dir": str(tmp_path)}, capsys)  # no release asked about (prune, audit)
+    assert not result.get("failed")
+    assert result["release_built"] is False
+    result = run_module({"release_dir": str(tmp_path)}, capsys)
+    assert result["failed"] is True and "base_dir" in result["msg"]

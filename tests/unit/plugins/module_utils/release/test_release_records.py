@@ -29,7 +29,9 @@ def instance(base, name, target):
 
 
 def test_a_bare_host_has_no_releases_and_nothing_running(tmp_path):
-    assert run(tmp_path) == {"built": [], "running": [], "running_built": [], "release_built": False}
+    assert run(tmp_path) == {"built": [], "running": [], "running_built": [], "release_built": False,
+                             "releases": [], "instances": [], "in_use": []}
+    assert R.read_releases(str(tmp_path / "none")).release_built is False  # no release asked about
 
 
 def test_built_releases_are_listed_sorted_with_their_text_and_an_unbuilt_one_is_not(tmp_path):
@@ -86,3 +88,65 @@ def test_a_fifo_or_a_device_in_a_record_s_place_is_no_record_and_no_hang(tmp_pat
     assert out["running"] == [str(a), str(b)]
     assert out["release_built"] is True
     assert R.read_text(str(a / ".dflash-release" / "built.json")) is None
+
+
+def test_the_releases_are_the_real_directories_with_their_mtime_as_find_listed_them(tmp_path):
+    a = release(tmp_path, "aaaa")
+    b = release(tmp_path, "bbbb")
+    os.utime(a, (1000.0, 1000.0))
+    os.utime(b, (2000.0, 2000.0))
+    os.symlink(a, tmp_path / "releases" / "link")  # a link to a release is not one
+    (tmp_path / "releases" / "file").write_text("x")
+    (tmp_path / "releases" / ".tmp-cccc").mkdir()  # hidden: find left it out, so does the prune
+    assert run(tmp_path)["releases"] == [{"path": str(a), "mtime": 1000.0}, {"path": str(b), "mtime": 2000.0}]
+
+
+def link(base, name, which, target):
+    d = base / "instances" / name
+    d.mkdir(parents=True, exist_ok=True)
+    os.symlink(target, d / which)
+    return str(d / which)
+
+
+def test_each_instance_s_links_with_their_text_and_realpath(tmp_path):
+    a = release(tmp_path, "aaaa")
+    b = release(tmp_path, "bbbb")
+    cur = link(tmp_path, "one", "current", a)
+    prev = link(tmp_path, "one", "previous", "../../releases/bbbb")  # relative: from the link's directory
+    (tmp_path / "instances" / "two").mkdir()
+    (tmp_path / "instances" / "two" / "current").write_text("not a link")
+    os.symlink(tmp_path / "instances" / "one", tmp_path / "instances" / "three")  # a link is no instance
+    out = run(tmp_path)
+    assert out["instances"] == [
+        {"name": "one", "path": str(tmp_path / "instances" / "one"),
+         "current": {"path": cur, "target": str(a), "resolved": str(a)},
+         "previous": {"path": prev, "target": "../../releases/bbbb", "resolved": str(b)}},
+        {"name": "two", "path": str(tmp_path / "instances" / "two"), "current": None, "previous": None}]
+    assert out["in_use"] == [str(a), str(b)]
+
+
+def test_in_use_is_every_link_of_every_instance_resolved_through_chains_each_once(tmp_path):
+    a = release(tmp_path, "aaaa")
+    b = release(tmp_path, "bbbb")
+    c = release(tmp_path, "cccc")
+    release(tmp_path, "dddd")
+    link(tmp_path, "one", "current", a)
+    link(tmp_path, "two", "current", "../one/current")  # a chain: followed to the release
+    link(tmp_path, "two", "previous", "../../releases/./bbbb/")
+    link(tmp_path, "gone", "previous", c)  # an instance the inventory now lists as absent: still protected
+    link(tmp_path, "one", "rollback-pin", c)  # any link in an instance directory protects what it names
+    link(tmp_path, "three", "current", tmp_path / "releases" / "vanished")
+    assert run(tmp_path)["in_use"] == sorted([str(a), str(b), str(c), str(tmp_path / "releases" / "vanished")])
+
+
+def test_in_use_is_spelled_as_the_releases_are_when_the_base_is_a_symlink(tmp_path):
+    real = tmp_path / "data"
+    a = release(real, "aaaa")
+    release(real, "bbbb")
+    link(real, "one", "previous", a)  # absolute, through the real path
+    link(real, "one", "current", "../../releases/bbbb")
+    os.symlink(real, tmp_path / "opt")  # an operator's /opt/dflash -> /data/dflash
+    out = run(tmp_path / "opt")
+    assert [r["path"] for r in out["releases"]] == [str(tmp_path / "opt" / "releases" / n) for n in ("aaaa", "bbbb")]
+    assert out["in_use"] == [str(tmp_path / "opt" / "releases" / n) for n in ("aaaa", "bbbb")]
+    assert out["instances"][0]["current"]["resolved"] == str(real / "releases" / "bbbb")

@@ -1,0 +1,69 @@
+"""The host layout has one owner, roles/host_layout (defaults only): no role task, role default,
+handler, template or playbook spells its paths, so moving the layout is one variable."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+OWNER = REPO / "roles" / "host_layout"
+LAYOUT_PATHS = ("/opt/dflash", "/etc/dflash", "/var/lib/dflash", "/var/cache/dflash")
+USES = re.compile(r"\bhost_layout_[a-z_]+")
+
+
+def product_files():
+    globs = ("roles/*/tasks/*.yml", "roles/*/defaults/*.yml", "roles/*/handlers/*.yml", "roles/*/templates/*",
+             "playbooks/**/*.yml")
+    return sorted(p for g in globs for p in REPO.glob(g) if OWNER not in p.parents)
+
+
+def code(text):
+    return [line for line in text.splitlines() if not line.lstrip().startswith("#")]
+
+
+def spelled(lines):
+    # /opt/dflash but not /opt/dflash-fixture-driver or /opt/dflashx
+    return [line for line in lines if any(re.search(re.escape(p) + r"(?![\w.-])", line) for p in LAYOUT_PATHS)]
+
+
+def test_no_role_task_default_or_playbook_spells_the_host_layout():
+    offenders = {str(p.relative_to(REPO)): spelled(code(p.read_text())) for p in product_files()}
+    assert {k: v for k, v in offenders.items() if v} == {}
+
+
+def test_the_check_sees_a_spelled_path_and_not_a_comment_or_a_longer_name():
+    assert spelled(["    base_dir: /opt/dflash", "x: '/var/cache/dflash/a'"]) == [
+        "    base_dir: /opt/dflash", "x: '/var/cache/dflash/a'"]
+    assert spelled(["install -d /opt/dflash-fixture-driver", "base_dir: '{{ host_layout_base_dir }}'"]) == []
+    assert code("# the layout lives under /opt/dflash\nx: 1\n") == ["x: 1"]
+
+
+def test_the_owner_names_each_path_once_and_its_spec_agrees():
+    defaults = yaml.safe_load((OWNER / "defaults" / "main.yml").read_text())
+    spec = yaml.safe_load((OWNER / "meta" / "argument_specs.yml").read_text())["argument_specs"]["main"]["options"]
+    assert {k: v["default"] for k, v in spec.items()} == defaults
+    assert sorted(p for p in defaults.values() if p.startswith("/")) == sorted(LAYOUT_PATHS)
+    assert not (OWNER / "tasks").exists()  # defaults only: a dependency that does nothing but name
+
+
+def test_every_role_that_reads_the_layout_depends_on_its_owner():
+    for role in sorted(p for p in (REPO / "roles").iterdir() if p.is_dir() and p != OWNER):
+        files = [p for p in role.glob("*/*.yml") if p.parent.name in ("tasks", "defaults")]
+        text = "\n".join("\n".join(code(p.read_text())) for p in files)
+        if not USES.search(text):
+            continue
+        deps = yaml.safe_load((role / "meta" / "main.yml").read_text()).get("dependencies") or []
+        names = [d["role"] if isinstance(d, dict) else d for d in deps]
+        assert "dflash.deploy.host_layout" in names, role.name
+
+
+def test_every_playbook_that_reads_the_layout_includes_its_owner_public_first():
+    for path in sorted(REPO.glob("playbooks/**/*.yml")):
+        if not USES.search("\n".join(code(path.read_text()))):
+            continue
+        plays = yaml.safe_load(path.read_text())
+        tasks = plays[0]["tasks"] if "hosts" in plays[0] else plays
+        first = tasks[0].get("ansible.builtin.include_role") or {}
+        assert first == {"name": "dflash.deploy.host_layout", "public": True}, path
