@@ -82,9 +82,10 @@ def test_stream_one_times_each_chunk_as_it_arrives():
     with sglang_stream(first=0.15, gap=0.05, steps=(1, 3, 3, 1)) as base:
         t = P.stream_one(base + "/generate", {"text": "x"}, "", 5)
     assert [c[1] for c in t.chunks] == [1, 4, 7, 8] and t.completion_tokens == 8 and t.verify_ct == 3
-    assert 0.15 <= t.chunks[0][0] - t.sent < 0.5
+    # lower bounds prove the timing is per chunk; the upper ones only catch a wrong unit (a loaded CI)
+    assert 0.15 <= t.chunks[0][0] - t.sent < 5
     gaps = [b[0] - a[0] for a, b in itertools.pairwise(t.chunks)]
-    assert all(0.05 <= g < 0.3 for g in gaps) and t.done == t.chunks[-1][0]
+    assert all(0.05 <= g < 3 for g in gaps) and t.done == t.chunks[-1][0]
 
 
 def test_run_warms_up_then_times_each_prompt_with_the_key():
