@@ -13,7 +13,7 @@ description:
     Python standard library, in one process. METADATA and WHEEL are read with C(email.parser.HeaderParser)
     (compat32 policy), as C(importlib.metadata) reads them; top-level names follow
     C(importlib.metadata.packages_distributions) of the Python running the module (C(top_level.txt), else
-    RECORD's files: every file on 3.12 and newer, the C(.py) files before).
+    every file of RECORD on 3.12 and newer, its C(.py) files before).
   - Reports import names owned by more than one distribution (C(sgl_kernel) from both C(sgl-kernel) and
     C(sglang-kernel)) and which owner's RECORD matches the files on disk.
   - Reports unsatisfied requirements as C(pip check) does, evaluated with C(packaging) when it imports on the
