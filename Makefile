@@ -29,7 +29,7 @@ setup:
 
 # Regenerate the one pin file from requirements/toolchain.in (network).
 pins: setup
-	.tools/uv/bin/uv pip compile --quiet --python 3.11 requirements/toolchain.in -o requirements/toolchain.txt
+	.tools/uv/bin/uv pip compile --quiet --python 3.12 requirements/toolchain.in -o requirements/toolchain.txt
 
 lint: setup
 	$(VENV)/bin/ruff check .

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # make setup: idempotent toolchain bootstrap.
 #  - uv (pinned) into .tools/uv, using the system Python's pip once;
-#  - .venv with the pinned toolchain from requirements/toolchain.txt;
+#  - .venv with the pinned toolchain from requirements/toolchain.txt, on Python
+#    $TOOLCHAIN_PYTHON (ansible-core 2.21 wants 3.12 or newer on the controller);
 #  - .collections/ansible_collections/dflash/deploy -> the checkout, so
 #    ansible, ansible-doc and ansible-playbook resolve dflash.deploy from here;
 #  - the offline stand-in for ansible-test's get-pip bootstrap.
@@ -10,7 +11,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 UV_VERSION=0.13.9
-PY=${PYTHON:-python3}
+TOOLCHAIN_PYTHON=3.12
+PY=$(bash tools/find_python.sh "$TOOLCHAIN_PYTHON")
+if [ -z "$PY" ]; then
+  echo "setup: no Python $TOOLCHAIN_PYTHON interpreter found (set PYTHON to one)" >&2
+  exit 2
+fi
 UV=$ROOT/.tools/uv/bin/uv
 
 if [ ! -x "$UV" ] || [ "$("$UV" --version 2>/dev/null | awk '{print $2}')" != "$UV_VERSION" ]; then
@@ -22,8 +28,13 @@ fi
 
 stamp=.venv/.toolchain.sha256
 want=$(sha256sum requirements/toolchain.txt | awk '{print $1}')
+# A .venv on another Python (an older checkout's) is made again, not patched.
+if [ -x .venv/bin/python ] && ! .venv/bin/python -c "import sys; sys.exit('%d.%d' % sys.version_info[:2] != '$TOOLCHAIN_PYTHON')"; then
+  echo "setup: .venv is not on Python $TOOLCHAIN_PYTHON: making it again"
+  rm -rf .venv
+fi
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ] || [ ! -x .venv/bin/python ]; then
-  echo "setup: creating .venv and installing requirements/toolchain.txt"
+  echo "setup: creating .venv ($PY) and installing requirements/toolchain.txt"
   [ -x .venv/bin/python ] || "$UV" venv --quiet --python "$PY" .venv
   "$UV" pip sync --quiet --python .venv/bin/python requirements/toolchain.txt
   echo "$want" > "$stamp"
@@ -38,4 +49,4 @@ ln -sfn ../../.. .collections/ansible_collections/dflash/deploy
 # ansible-test's pip bootstrap, offline (HOST-NOTES.md): the stand-in under the
 # name this ansible-test looks for before downloading get-pip.py.
 bash tools/pip_standin.sh .venv/bin/python
-echo "setup: done ($(.venv/bin/ansible --version | head -1))"
+echo "setup: done (ansible-core $(.venv/bin/python -c 'from ansible.release import __version__; print(__version__)'), $(.venv/bin/python -V))"

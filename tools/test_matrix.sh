@@ -29,18 +29,7 @@ LINES=${MATRIX_LINES:-2.19 2.20 2.21}
 LAB=${MATRIX_LAB:-1}
 PYVER=3.12
 
-find_python() {
-  local cand
-  if [ -n "${MATRIX_PYTHON:-}" ]; then echo "$MATRIX_PYTHON"; return; fi
-  if "python$PYVER" -c '' >/dev/null 2>&1; then
-    "python$PYVER" -c 'import sys; print(sys.executable)'
-    return
-  fi
-  for cand in "${PYENV_ROOT:-$HOME/.pyenv}"/versions/"$PYVER".*/bin/"python$PYVER"; do
-    [ -x "$cand" ] && echo "$cand"
-  done | sort -V | tail -n 1
-}
-PYTHON=$(find_python)
+PYTHON=${MATRIX_PYTHON:-$(bash tools/find_python.sh "$PYVER")}
 if [ -z "$PYTHON" ] || ! "$PYTHON" -c "import sys; assert '%d.%d' % sys.version_info[:2] == '$PYVER'" 2>/dev/null; then
   echo "test-matrix: no Python $PYVER interpreter (set MATRIX_PYTHON)" >&2
   exit 2
@@ -69,11 +58,10 @@ make_venv() {
 
 step_unit() {
   local venv=$ROOT/build/matrix/$1/venv
-  # The fixture wheels are tagged for the Python that builds them (the torch fixture is cp311 in
-  # build/fixtures, made by .venv's 3.11): the lines, all on 3.12, share their own build of them.
+  # build/fixtures is .venv's (Python 3.12, as here): its torch wheels are tagged for 3.12 and for
+  # the lab hosts' 3.11 (tests/fixtures/native/build_native.py TORCH_TAGS).
   # shellcheck disable=SC2086  # PYTEST_ARGS is a list of arguments
-  DFLASH_FIXTURE_OUT=$ROOT/build/matrix/fixtures-py$PYVER \
-    "$venv/bin/python" -m pytest -q -p no:cacheprovider tests/unit ${PYTEST_ARGS:-}
+  "$venv/bin/python" -m pytest -q -p no:cacheprovider tests/unit ${PYTEST_ARGS:-}
 }
 
 step_sanity() {

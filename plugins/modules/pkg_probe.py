@@ -12,7 +12,8 @@ description:
     (name, version with local tag such as C(+cu130), installer, requirements, top-level import names) with the
     Python standard library, in one process. METADATA and WHEEL are read with C(email.parser.HeaderParser)
     (compat32 policy), as C(importlib.metadata) reads them; top-level names follow
-    C(importlib.metadata.packages_distributions) (C(top_level.txt), else the C(.py) files of RECORD).
+    C(importlib.metadata.packages_distributions) of the Python running the module (C(top_level.txt), else
+    every file of RECORD on 3.12 and newer, its C(.py) files before).
   - Reports import names owned by more than one distribution (C(sgl_kernel) from both C(sgl-kernel) and
     C(sglang-kernel)) and which owner's RECORD matches the files on disk.
   - Reports unsatisfied requirements as C(pip check) does, evaluated with C(packaging) when it imports on the

@@ -113,15 +113,31 @@ def as_nobody(cmd, **kw):
                           capture_output=True, text=True, check=False, **kw)
 
 
-@functools.cache
-def python_as_nobody_fails() -> str:
-    """Why this interpreter cannot even start as uid 65534 ("" when it can), e.g. a pyenv Python whose
-    libpython lies under /root (mode 0700) with no system copy of that version for the loader to fall
-    back on. The tests that run code as nobody skip then: nothing of theirs would run."""
-    res = as_nobody([sys.executable, "-c", ""])
+def _starts_as_nobody(python) -> str:
+    """Why ``python`` cannot start as uid 65534 ("" when it can, or when setpriv itself is the trouble:
+    the tests then say so themselves)."""
+    res = as_nobody([python, "-c", ""])
     if res.returncode == 0 or "setpriv" in res.stderr:
         return ""
-    return "%s cannot start as nobody here: %s" % (sys.executable, (res.stderr.strip().splitlines() or ["?"])[-1])
+    return "%s cannot start as nobody here: %s" % (python, (res.stderr.strip().splitlines() or ["?"])[-1])
+
+
+@functools.cache
+def nobody_python() -> str:
+    """An interpreter that starts as uid 65534, for the tests that run the collection's code as nobody:
+    the running one when it can, else the system's python3 (what a managed host runs modules with; a
+    pyenv Python keeps its libpython under /root, mode 0700, and cannot start as anyone else). The
+    code under test is standard library only, so either runs it. "" when neither starts."""
+    for python in (sys.executable, "/usr/bin/python3"):
+        if os.path.exists(python) and not _starts_as_nobody(python):
+            return python
+    return ""
+
+
+def python_as_nobody_fails() -> str:
+    """Why no interpreter here can start as nobody ("" when nobody_python() found one). The tests that
+    run code as nobody skip then: nothing of theirs would run."""
+    return "" if nobody_python() else _starts_as_nobody(sys.executable)
 
 
 def chmod_tree(path, mode):

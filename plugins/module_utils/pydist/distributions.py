@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import importlib.machinery
 import os
 import re
+import sys
 
 from ansible_collections.dflash.deploy.plugins.module_utils.fileio import read_text
 from ansible_collections.dflash.deploy.plugins.module_utils.pydist.dist_info import (
@@ -48,24 +50,50 @@ def parse_record(text):
     return [(e.path, e.hash or "", e.size) for e in _parse_record(text, validate=False)]
 
 
-def top_level_from_record(paths):
+def top_level_from_record(paths, rule=None, suffixes=None):
     """Import names inferred from RECORD paths when there is no top_level.txt.
 
-    The rule of ``importlib.metadata.packages_distributions()``: for every
-    ``.py`` file, its first directory, or its module name when it lies
-    directly in site-packages.  A name with a dot is no import name (``..`` of
-    a script in the venv's ``bin/``): left out, as Python 3.12 does.
+    The rule of ``importlib.metadata.packages_distributions()`` on the interpreter that runs this
+    (``rule`` 312 or 38 to choose):
+
+    - Python 3.12 and newer (``_top_level_inferred`` with ``_get_toplevel_name``): for every file,
+      its first directory, or, directly in site-packages, its module name when its suffix is one
+      this interpreter imports (``inspect.getmodulename``: source, bytecode, extension module),
+      else its file name;
+    - before 3.12: for every ``.py`` file, its first directory, or its module name when it lies
+      directly in site-packages.
+
+    A name with a dot is no import name (``..`` of a script in the venv's ``bin/``, a file name
+    with its suffix): left out, as both do. The two agree on trees of ``.py`` files; 3.12 also
+    names a top-level extension module (a mypyc runtime ``<hash>__mypyc.cpython-312-*.so``) and a
+    directory holding no ``.py`` file.
     """
+    if rule is None:
+        rule = 312 if sys.version_info >= (3, 12) else 38
+    if suffixes is None:
+        suffixes = importlib.machinery.all_suffixes()
     names = set()
     for p in paths:
-        if not p.endswith(".py"):
-            continue
         parts = [part for part in p.split("/") if part not in ("", ".")]
+        if not parts:
+            continue
+        if rule < 312 and not p.endswith(".py"):
+            continue
         if len(parts) > 1:
             names.add(parts[0])
-        elif parts and len(parts[0]) > 3:
+        elif rule < 312:
             names.add(parts[0][:-3])
-    return sorted(name for name in names if "." not in name)
+        else:
+            names.add(_module_name(parts[0], suffixes) or parts[0])
+    return sorted(name for name in names if name and "." not in name)
+
+
+def _module_name(filename, suffixes):
+    """``inspect.getmodulename``: the file name without the longest import suffix it ends with."""
+    for suffix in sorted(suffixes, key=len, reverse=True):
+        if filename.endswith(suffix):
+            return filename[:-len(suffix)]
+    return None
 
 
 # What an installer writes about itself, not what the wheel brought (pip and uv differ here).

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import random
 import subprocess
-import sys
 
 import abi_native as N
 import pytest
@@ -214,7 +213,7 @@ def test_unreadable_as_unprivileged_user(libs, tmp_path):
                 str(N.COLLECTIONS), str(target))
     if N.python_as_nobody_fails():
         pytest.skip(N.python_as_nobody_fails())
-    res = N.as_nobody([sys.executable, "-c", code])
+    res = N.as_nobody([N.nobody_python(), "-c", code])
     if res.returncode != 0 and "setpriv" in res.stderr:
         pytest.skip("setpriv not usable here: %s" % res.stderr)
     assert res.stdout.startswith("unreadable Permission denied"), res.stdout + res.stderr

@@ -77,7 +77,7 @@ def test_the_import_runs_as_the_user_and_a_pth_file_runs_without_root(shared_dir
         f.write("import os\nraise ImportError('uid=%d euid=%d home=%s' % (os.getuid(), os.geteuid(), "
                 "os.environ['HOME']))\n")
     env = I.service_env({"PYTHONPATH": shared_dir}, base=U.user_env("nobody"))
-    res = I.import_many(sys.executable, ["whoami_probe"], env=env, user="nobody")["whoami_probe"]
+    res = I.import_many(N.nobody_python(), ["whoami_probe"], env=env, user="nobody")["whoami_probe"]
     assert res["ok"] is False
     assert f"uid={nobody.pw_uid} euid={nobody.pw_uid} home={nobody.pw_dir}" in res["error"], res
     as_root = I.import_one(sys.executable, "whoami_probe", env=I.service_env({"PYTHONPATH": shared_dir}))

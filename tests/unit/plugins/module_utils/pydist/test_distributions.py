@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import sys
 import tempfile
 from pathlib import Path
 
@@ -146,7 +145,7 @@ def test_unreadable_metadata_as_unprivileged_user():
                     str(N.COLLECTIONS), str(venv), str(venv))
         if N.python_as_nobody_fails():
             pytest.skip(N.python_as_nobody_fails())
-        res = N.as_nobody([sys.executable, "-c", code])
+        res = N.as_nobody([N.nobody_python(), "-c", code])
         assert res.returncode == 0, res.stderr
         import json
         problems, dist, finding = json.loads(res.stdout)
@@ -186,3 +185,24 @@ def test_record_digest_is_the_wheels_contents_whatever_the_installer_wrote_about
     assert record_digest(planted) != record_digest(by_uv)
     assert record_digest([("triton/__init__.py", "sha256=AAB", 546)] + wheel[1:]) != record_digest(wheel)
     assert record_digest([]) is None and record_digest([("../../../bin/x", "sha256=1", 1)]) is None
+
+
+SUFFIXES_312 = [".py", ".pyc", ".cpython-312-x86_64-linux-gnu.so", ".abi3.so", ".so"]
+RECORD_PATHS = ["black/__init__.py", "blib2to3/pgen2/driver.py", "_black_version.py",
+                "85cae5375ceb5d1ca6c6__mypyc.cpython-312-x86_64-linux-gnu.so",
+                "datadir/only.bin", "../../bin/black", "black-26.10.1.dist-info/RECORD", "LICENSE", "./setup.py"]
+
+
+def test_top_level_inferred_the_python_3_12_way():
+    # every file counts: a top-level extension module, a directory without .py, a suffixless file
+    assert D.top_level_from_record(RECORD_PATHS, rule=312, suffixes=SUFFIXES_312) == [
+        "85cae5375ceb5d1ca6c6__mypyc", "LICENSE", "_black_version", "black", "blib2to3", "datadir", "setup"]
+
+
+def test_top_level_inferred_the_older_way_counts_only_py_files():
+    assert D.top_level_from_record(RECORD_PATHS, rule=38, suffixes=SUFFIXES_312) == [
+        "_black_version", "black", "blib2to3", "setup"]
+
+
+def test_an_extension_module_of_another_python_is_no_import_name_here():
+    assert D.top_level_from_record(["m.cpython-311-x86_64-linux-gnu.so"], rule=312, suffixes=SUFFIXES_312) == []
