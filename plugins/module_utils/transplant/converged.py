@@ -264,8 +264,8 @@ def _check(data, venv, bundle, distributions, remove):
         st = os.stat(real)
     except OSError as exc:
         return None, "bundle %s: %s" % (bundle, exc.strerror or exc)
-    if real != recorded["path"] or identity(st) != {k: recorded[k] for k in ("dev", "ino", "size", "mtime_ns",
-                                                                               "ctime_ns")}:
+    fields = ("dev", "ino", "size", "mtime_ns", "ctime_ns")
+    if real != recorded["path"] or identity(st) != {k: recorded[k] for k in fields}:
         return None, "the bundle is not the file the recorded run read"
     try:
         infos = dist_infos(venv.site_packages)

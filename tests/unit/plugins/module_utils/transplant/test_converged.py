@@ -44,8 +44,9 @@ def _untag(info):
     (info / "RECORD").write_text(record.replace(row, "%s/WHEEL,%s,%d" % (info.name, record_hash(new), len(new))))
 
 
-def _check(world, distributions=None, remove=REMOVE, bundle=None):
-    return C.check(open_venv(str(world["dest"])), str(bundle or world["bundle"]), distributions, remove)
+def _check(world, distributions=None, remove=None, bundle=None):
+    return C.check(open_venv(str(world["dest"])), str(bundle or world["bundle"]), distributions,
+                   REMOVE if remove is None else remove)
 
 
 def test_the_record_lives_in_the_release_contract_directory(world):
