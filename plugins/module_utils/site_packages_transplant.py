@@ -18,6 +18,7 @@ from ansible_collections.dflash.deploy.plugins.module_utils.fileio import kind_o
 from ansible_collections.dflash.deploy.plugins.module_utils.pydist.dist_info import list_dists, normalize_name
 from ansible_collections.dflash.deploy.plugins.module_utils.pydist.record import resolve
 from ansible_collections.dflash.deploy.plugins.module_utils.pydist.venv import VenvError, open_venv
+from ansible_collections.dflash.deploy.plugins.module_utils.transplant import converged
 from ansible_collections.dflash.deploy.plugins.module_utils.transplant.bundle import Bundle, BundleError, pack
 from ansible_collections.dflash.deploy.plugins.module_utils.transplant.fastcopy import (
     CopyError,
@@ -30,7 +31,11 @@ from ansible_collections.dflash.deploy.plugins.module_utils.transplant.journal i
     JournalError,
     validate_plan,
 )
-from ansible_collections.dflash.deploy.plugins.module_utils.transplant.plan import PlanError, build_plan
+from ansible_collections.dflash.deploy.plugins.module_utils.transplant.plan import (
+    PlanError,
+    build_plan,
+    untagged_warning,
+)
 from ansible_collections.dflash.deploy.plugins.module_utils.transplant.run import RunError, Runner, new_run_id
 from ansible_collections.dflash.deploy.plugins.module_utils.transplant.source import (
     BundleSource,
@@ -160,14 +165,60 @@ def _load_source(dest_venv, settings):
     return source, selected
 
 
+def _new_result():
+    return {"changed": False, "recovered": None, "moved": [], "removed": [], "unchanged": [], "kept_shared": [],
+            "files_copied": 0, "files_linked": 0, "bytes_copied": 0, "bytes_linked": 0, "files_removed": 0,
+            "link_methods": [], "backup": None, "backup_kept": False, "warnings_list": [], "fast_path": False}
+
+
+def _converged(journal, dest_venv, settings):
+    """The answer of a bundle re-run with nothing to do, from the last run's record; None: take the full path.
+
+    Only lstats (see transplant/converged.py): no bundle, RECORD or file content is read. Whatever
+    the full path would refuse or repair (an interrupted run, another bundle or option, a changed
+    file or distribution) is a miss, and the full path decides.
+    """
+    if not settings.bundle or settings.src or settings.link not in ("auto", "copy"):
+        return None
+    try:
+        if journal.pending() is not None:
+            return None
+    except (JournalError, OSError):
+        return None
+    answer, dummy = converged.check(dest_venv, settings.bundle, settings.distributions, settings.remove)
+    if answer is None:
+        return None
+    result = _new_result()
+    result.update(unchanged=answer.unchanged, warnings_list=answer.warnings, fast_path=True,
+                  plan={"files_to_write": 0, "bytes_to_write": 0, "files_to_delete": 0, "dist_info_to_remove": 0,
+                        "files_kept_shared": 0})
+    if settings.diff:
+        result["diff"] = {"before": "", "after": "", "before_header": "distributions",
+                          "after_header": "distributions"}
+    return result
+
+
+def _remember(dest_venv, source, selected, settings):
+    """After a bundle run that succeeded: record what is in place, for the next run's shortcut."""
+    if settings.check_mode or not isinstance(source, BundleSource):
+        return
+    try:
+        data = converged.build(dest_venv, source.bundle, settings.distributions, settings.remove, selected,
+                               [untagged_warning(src) for src in selected if not src.wheel_tags])
+    except (OSError, ValueError, converged.NotInPlace):
+        return
+    converged.write(dest_venv, data)
+
+
 def _locked(journal, dest_venv, settings):
+    fast = _converged(journal, dest_venv, settings)
+    if fast is not None:
+        return fast
     check_mode, diff, workers = settings.check_mode, settings.diff, settings.workers
     source, selected = _load_source(dest_venv, settings)
     placer = Placer(settings.link, settings.do_fsync, workers)
     runner = Runner(journal, placer, settings.keep_backups, workers)
-    result = {"changed": False, "recovered": None, "moved": [], "removed": [], "unchanged": [], "kept_shared": [],
-              "files_copied": 0, "files_linked": 0, "bytes_copied": 0, "bytes_linked": 0, "files_removed": 0,
-              "link_methods": [], "backup": None, "backup_kept": False, "warnings_list": []}
+    result = _new_result()
     try:
         pending = journal.pending()
         if pending is not None:
@@ -178,6 +229,7 @@ def _locked(journal, dest_venv, settings):
                                        "action": "pending"}
                 result["changed"] = True
             else:
+                converged.forget(dest_venv.root)
                 result["recovered"] = runner.recover(dest_venv.site_packages)
                 result["changed"] = True
         plan = build_plan(new_run_id(), source, selected, dest_venv, settings.remove or ())
@@ -188,16 +240,19 @@ def _locked(journal, dest_venv, settings):
         if diff:
             result["diff"] = _diff(dest_dists, plan)
         if not plan.has_work:
+            _remember(dest_venv, source, selected, settings)
             return _finish(result, placer, runner, plan, runner.guard)
         result["changed"] = True
         if check_mode:
             return result
         check_writable(plan, journal.state_dir)
+        converged.forget(dest_venv.root)
         runner.execute(plan)
     except _KNOWN as exc:
         raise TransplantError(str(exc)) from exc
     except OSError as exc:
         raise TransplantError(_os_message(exc, dest_venv.root), errno=exc.errno) from exc
+    _remember(dest_venv, source, selected, settings)
     return _finish(result, placer, runner, plan, runner.guard)
 
 

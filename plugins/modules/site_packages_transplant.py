@@ -33,6 +33,10 @@ description:
     venv never both act. See the threat model in the collection's docs/modules/site_packages_transplant.md.
   - A re-run with nothing to do is a stat-only pass (no hashing, no copying) and reports
     C(changed=false).
+  - After a bundle run that succeeded it records the bundle file, the options and the lstat facts of every
+    file it placed in C(<dest>/.dflash-release/transplant.json). A re-run from the same bundle with the
+    same options answers from that record when every recorded fact still holds (RV(fast_path)); it then
+    reads neither the bundle nor any RECORD. Anything that differs takes the full path, which repairs.
   - With O(state=packed) it writes a bundle instead, one uncompressed tar holding the selected
     distributions and a manifest with every file's size and sha256.
   - Uses only the Python standard library on the managed host.
@@ -216,6 +220,13 @@ elapsed:
   description: Seconds the module itself spent (not counting Ansible's transfer and start-up).
   returned: always
   type: float
+fast_path:
+  description:
+    - True when a re-run from a bundle was answered from the record of the last successful run (nothing to
+      do; only lstats), false when the module planned from the bundle.
+  returned: state=present
+  type: bool
+  sample: true
 backup:
   description: Backup directory of this run; it only still exists when RV(backup_kept) is true.
   returned: state=present

@@ -10,7 +10,9 @@ Every release is ``<base_dir>/releases/<id>``; what the roles record about it li
   (sglang_venv, read by ``releases_info``);
 - ``dflash-overlay.sha256``: the manifest of the DFlash tree put in place (``dflash_tree_overlay``);
 - ``verified.json``: the verification marker (sglang_service, read by ``release_fingerprint``),
-  removed by any role that changes the release.
+  removed by any role that changes the release;
+- ``transplant.json``: what the last successful bundle transplant left in place (bundle, options,
+  a digest of its files' lstat facts), so that a re-run answers from it (``site_packages_transplant``).
 
 The roles reach these paths through the ``release_file`` filter and the modules through this
 module, so a rename is one edit here.
@@ -24,8 +26,10 @@ LOCK = "lock.txt"
 BUILT = "built.json"
 OVERLAY_MANIFEST = "dflash-overlay.sha256"
 VERIFIED = "verified.json"
+TRANSPLANT = "transplant.json"
 
-FILES = {"lock": LOCK, "built": BUILT, "overlay_manifest": OVERLAY_MANIFEST, "verified": VERIFIED}
+FILES = {"lock": LOCK, "built": BUILT, "overlay_manifest": OVERLAY_MANIFEST, "verified": VERIFIED,
+         "transplant": TRANSPLANT}
 
 
 def meta_dir(release_dir: str) -> str:

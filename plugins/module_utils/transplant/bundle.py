@@ -151,7 +151,9 @@ class Bundle:
                 from exc
         try:
             with os.fdopen(fd, "rb") as handle:
-                self.file_size = os.fstat(handle.fileno()).st_size
+                # the file as opened, before anything is read from it: a later change shows in its identity
+                self.stat = os.fstat(handle.fileno())
+                self.file_size = self.stat.st_size
                 with tarfile.open(fileobj=handle, mode="r:") as tar:
                     for info in tar:
                         if info.name in self.members:
@@ -165,8 +167,11 @@ class Bundle:
         info = self.members.get(MANIFEST)
         if info is None or not info.isreg():
             raise BundleError("bundle %s has no %s" % (path, MANIFEST))
+        data = self.read_member(MANIFEST, MAX_MANIFEST_BYTES)
+        # the digest the roles read with `tar -xOf <bundle> MANIFEST.json | sha256sum`
+        self.manifest_sha256 = hashlib.sha256(data).hexdigest()
         try:
-            self.manifest = json.loads(self.read_member(MANIFEST, MAX_MANIFEST_BYTES).decode("utf-8"))
+            self.manifest = json.loads(data.decode("utf-8"))
         except (ValueError, UnicodeDecodeError) as exc:
             raise BundleError("bundle %s: manifest does not parse: %s" % (path, exc)) from exc
         self._check_manifest_shape()

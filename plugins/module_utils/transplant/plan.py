@@ -250,7 +250,12 @@ def _check_abi(plan, selected, dest):
         if reason:
             raise PlanError("%s %s cannot go into %s: %s" % (src.name, src.version, dest.root, reason))
         if not src.wheel_tags:
-            plan.warnings.append("%s %s has no WHEEL tags; its Python ABI was not checked" % (src.name, src.version))
+            plan.warnings.append(untagged_warning(src))
+
+
+def untagged_warning(src):
+    """The warning of a distribution without WHEEL tags, which every run that selects it repeats."""
+    return "%s %s has no WHEEL tags; its Python ABI was not checked" % (src.name, src.version)
 
 
 def _moving_and_removed(plan, selected, dest, dest_dists, remove):

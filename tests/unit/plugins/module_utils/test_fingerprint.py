@@ -140,3 +140,14 @@ def test_the_module_reads_no_link_and_no_fifo(release, tmp_path, capsys):
     assert res["vouched"] is False and "it was never verified: no readable verified.json" in res["marker_errors"][0]
     res = run({"path": str(tmp_path / "missing")}, capsys)
     assert res["vouched"] is False and "cannot be read" in res["marker_errors"][0]
+
+
+def test_line_of_is_the_entry_line_for_every_kind(release):
+    """line_of (site_packages_transplant's record) describes a path exactly as entry().line() does."""
+    os.mkfifo(release / "fifo")
+    rels = ["lib/python3.12/site-packages/sglang/__init__.py", "lib/python3.12/site-packages/sglang", "bin/python",
+            "fifo", "bin"]
+    for rel in rels:
+        assert FP.line_of(str(release / rel), rel) == FP.entry(str(release), rel).line(), rel
+    with pytest.raises(OSError):
+        FP.line_of(str(release / "gone"), "gone")
