@@ -6,6 +6,8 @@
       ->  the absolute path of that command on the controller
     {{ dflash_controller_dir | default('') | dflash.deploy.artifact_store('stage_artifacts_dir') }}
       ->  <dflash_controller_dir>/artifacts
+    {{ 'dflash_overlay' | dflash.deploy.run_scratch }}
+      ->  <Ansible's own temporary directory of this run>/dflash-dflash_overlay
 
 Filters run on the controller, which is where these live. Nothing here derives a path from the
 playbook's directory: from an installed collection, an AWX job or a wrapper playbook that
@@ -15,8 +17,10 @@ naming the variable to set.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 
+from ansible import constants as C
 from ansible.errors import AnsibleFilterError
 
 
@@ -55,6 +59,21 @@ def artifact_store(controller_dir, override: str = "stage_artifacts_dir") -> str
     return os.path.join(os.path.expanduser(base), "artifacts")
 
 
+def run_scratch(name) -> str:
+    """``<run's temporary directory>/dflash-<name>``: where the controller packs (and, from an
+    artifact store host, brings) what it pushes to the hosts, once per run.
+
+    The base is Ansible's own temporary directory of this ``ansible-playbook`` process
+    (``DEFAULT_LOCAL_TMP``, under ``ANSIBLE_LOCAL_TEMP``): every serial batch of the run sees
+    the same one, and Ansible removes it when the run ends, whatever its outcome. The
+    directory is not created here (the task that writes in it does)."""
+    label = str(name or "").strip()
+    if not re.fullmatch(r"[A-Za-z0-9_.-]+", label) or label in (".", ".."):
+        raise AnsibleFilterError(f"run_scratch: {label!r} is not a plain name (letters, digits, '_', '.', '-')")
+    return os.path.join(C.DEFAULT_LOCAL_TMP, "dflash-" + label)
+
+
 class FilterModule:
     def filters(self):
-        return {"controller_command": controller_command, "artifact_store": artifact_store}
+        return {"controller_command": controller_command, "artifact_store": artifact_store,
+                "run_scratch": run_scratch}

@@ -77,3 +77,14 @@ def test_no_role_default_derives_from_the_playbook_directory():
         return [line for line in path.read_text().splitlines() if not line.lstrip().startswith("#")]
     offenders = [str(p.relative_to(repo)) for p in files if any("playbook_dir" in line for line in code(p))]
     assert offenders == []
+
+
+def test_the_run_scratch_is_under_ansibles_own_temporary_directory_of_the_run():
+    assert mod.run_scratch("dflash_overlay") == f"{mod.C.DEFAULT_LOCAL_TMP}/dflash-dflash_overlay"
+    assert mod.run_scratch("store") == mod.run_scratch("store")
+
+
+@pytest.mark.parametrize("name", ["", None, "a/b", "..", "../x", "a b"])
+def test_a_run_scratch_name_is_a_plain_name(name):
+    with pytest.raises(AnsibleFilterError, match="is not a plain name"):
+        mod.run_scratch(name)
