@@ -96,9 +96,9 @@ def deploy(root: Path, store: dict | None = None, controller: bool = False) -> t
                ANSIBLE_STDOUT_CALLBACK="ansible.posix.json", ANSIBLE_DEPRECATION_WARNINGS="false",
                ANSIBLE_LOCAL_TEMP=str(root / "local-tmp"), PATH="/usr/bin:/bin")   # no uv on the controller
     env.pop("ANSIBLE_COLLECTIONS_PATH", None)
-    proc = subprocess.run([str(REPO / ".venv" / "bin" / "ansible-playbook"), "-i", str(inventory(root, store, controller)),
-                           str(root / "play.yml")], cwd=root, env=env, capture_output=True, text=True,
-                          timeout=300, check=False)
+    hosts = inventory(root, store, controller)
+    proc = subprocess.run([str(REPO / ".venv" / "bin" / "ansible-playbook"), "-i", str(hosts), str(root / "play.yml")],
+                          cwd=root, env=env, capture_output=True, text=True, timeout=300, check=False)
     try:
         return proc.returncode, json.loads(proc.stdout[proc.stdout.index("{"):])
     except ValueError:

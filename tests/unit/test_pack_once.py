@@ -84,8 +84,8 @@ def results(out: dict, name: str) -> list[tuple[str, dict]]:
 def test_the_tree_is_packed_once_for_three_hosts_in_two_batches(run):
     root, out = run
     packs = results(out, PACK_TREE)
-    assert [host for host, _ in packs] == ["h1", "h3"], packs            # one result per batch
-    assert [r["stdout_lines"][2] for _, r in packs] == ["packed", "reused"]
+    assert [host for host, result in packs] == ["h1", "h3"], packs            # one result per batch
+    assert [r["stdout_lines"][2] for host, r in packs] == ["packed", "reused"]
     assert packs[0][1]["stdout_lines"][:2] == packs[1][1]["stdout_lines"][:2]
     path, digest = packs[0][1]["stdout_lines"][:2]
     pushed = {h: (root / "hosts" / h / "artifacts" / f"dflash-overlay-{digest[:16]}.tar").read_bytes() for h in HOSTS}
@@ -96,9 +96,9 @@ def test_the_tree_is_packed_once_for_three_hosts_in_two_batches(run):
 def test_the_wheelhouse_is_packed_once_for_three_hosts_in_two_batches(run):
     root, out = run
     packs = results(out, PACK_WHEELHOUSE)
-    assert [host for host, _ in packs] == ["h1", "h3"], packs
-    assert [r["stdout_lines"][1] for _, r in packs] == ["packed", "reused"]
-    assert len({r["stdout_lines"][0] for _, r in packs}) == 1
+    assert [host for host, result in packs] == ["h1", "h3"], packs
+    assert [r["stdout_lines"][1] for host, r in packs] == ["packed", "reused"]
+    assert len({r["stdout_lines"][0] for host, r in packs}) == 1
     for h in HOSTS:
         assert sorted(p.name for p in (root / "hosts" / h / "artifacts" / "wheelhouse").iterdir()) == [
             "a-1.0-py3-none-any.whl", "b-2.0-py3-none-any.whl"]
