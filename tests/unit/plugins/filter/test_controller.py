@@ -77,3 +77,71 @@ def test_no_role_default_derives_from_the_playbook_directory():
         return [line for line in path.read_text().splitlines() if not line.lstrip().startswith("#")]
     offenders = [str(p.relative_to(repo)) for p in files if any("playbook_dir" in line for line in code(p))]
     assert offenders == []
+
+
+def test_the_run_scratch_is_under_ansibles_own_temporary_directory_of_the_run():
+    assert mod.run_scratch("dflash_overlay") == f"{mod.C.DEFAULT_LOCAL_TMP}/dflash-dflash_overlay"
+    assert mod.run_scratch("store") == mod.run_scratch("store")
+
+
+@pytest.mark.parametrize("name", ["", None, "a/b", "..", "../x", "a b"])
+def test_a_run_scratch_name_is_a_plain_name(name):
+    with pytest.raises(AnsibleFilterError, match="is not a plain name"):
+        mod.run_scratch(name)
+
+
+def test_no_store_host_is_the_controllers_store():
+    assert mod.store_host("", ["ct129", "ct200"]) == ""
+    assert mod.store_host(None, []) == ""
+    assert mod.store_host("ct129", ["ct129", "ct200"]) == "ct129"
+
+
+def test_a_store_host_the_inventory_lacks_is_one_line_naming_the_variable():
+    with pytest.raises(AnsibleFilterError) as err:
+        mod.store_host("ct130", ["ct129", "ct200"], "cuda_overlay_store_host")
+    assert str(err.value).startswith("cuda_overlay_store_host: ct130 is not a host in the inventory: add it")
+    assert "\n" not in str(err.value)
+
+
+STORE = ("ct129", "/opt/dflash/artifacts/store")
+
+
+def test_a_store_that_holds_what_is_needed_refuses_nothing():
+    assert mod.store_refusal(*STORE, ["bundle", "sources", "uv"], ["bundle", "sources", "uv"]) == ""
+    assert mod.store_refusal(*STORE, [], None) == ""                       # nothing needed: a store host may be down
+    assert mod.store_refusal("", "/x", ["bundle"], None) == ""            # no store host declared
+
+
+def test_what_the_store_lacks_is_staged_when_the_reference_answers_or_the_controller_has_uv():
+    assert mod.store_refusal(*STORE, ["bundle", "sources"], [], "ct129", True) == ""
+    assert mod.store_refusal(*STORE, ["uv"], ["bundle"], "", False, uv_on_controller=True) == ""
+
+
+def test_a_missing_artifact_with_the_reference_down_names_the_fix():
+    msg = mod.store_refusal(*STORE, ["bundle", "uv"], ["uv"], "ct128", False)
+    assert msg == ("the artifact store ct129:/opt/dflash/artifacts/store has no CUDA bundle (cuda-cu130.tar) and "
+                   "the reference host ct128 does not answer: start the reference host and run "
+                   "playbooks/stage_artifacts.yml, or set cuda_overlay_source=index")
+    msg = mod.store_refusal(*STORE, ["sources"], [], "", False)
+    assert ("has no DFlash sources (dflash-src.tar) and the inventory has no reference host "
+            "(group dflash_reference)") in msg
+    assert msg.endswith("or deploy with dflash_source=upstream")
+    msg = mod.store_refusal(*STORE, ["uv"], [], "ct128", True)
+    assert msg == ("the artifact store ct129:/opt/dflash/artifacts/store has no uv and the controller has no uv "
+                   "(dflash_uv_path, or uv on its PATH): run playbooks/stage_artifacts.yml from a controller that "
+                   "has uv, or set dflash_uv_path to push the controller's uv")
+
+
+@pytest.mark.parametrize("reference, up, words", [
+    ("ct129", False, "(dflash_artifact_store_host, also the reference host) does not answer: start ct129"),
+    ("ct128", False, "does not answer and the reference host ct128 does not answer: start ct129"),
+    ("ct128", True, "does not answer (the reference host ct128 answers, but a deploy takes the staged artifacts from "
+                    "the declared store only): start ct129"),
+    ("", False, "does not answer and the inventory has no reference host (group dflash_reference): start ct129"),
+])
+def test_a_store_host_that_does_not_answer_is_refused_in_one_line(reference, up, words):
+    msg = mod.store_refusal(*STORE, ["bundle"], None, reference, up)
+    assert msg.startswith("the artifact store host ct129 ") and words in msg, msg
+    assert msg.endswith("or unset dflash_artifact_store_host to deploy from the controller's store "
+                        "(dflash_controller_dir)")
+    assert "\n" not in msg
