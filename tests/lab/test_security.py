@@ -210,20 +210,28 @@ def current_release() -> str:
 
 def test_a_tampered_wheelhouse_wheel_is_refused_by_hash_before_any_change(deployed):
     clean = tempfile.mkdtemp(prefix="dflash-wheelhouse-")
+    again = tempfile.mkdtemp(prefix="dflash-wheelhouse-")
     tampered = tempfile.mkdtemp(prefix="dflash-wheelhouse-")
-    for d in (clean, tampered):
+    for d in (clean, again, tampered):
         os.chmod(d, 0o755)  # the tar's "." entry carries the directory's mode to the host
     for wheel in WHEELHOUSE.glob("*.whl"):
         shutil.copy(wheel, clean)
+        shutil.copy(wheel, again)
         shutil.copy(wheel, tampered)
     with zipfile.ZipFile(f"{tampered}/triton-3.6.0-py3-none-any.whl", "a") as whl:
         whl.writestr("zz_dflash_planted.pth", f"import os; open({PLANTED!r}, 'w').write(str(os.getuid()))\n")
     source = {"sglang_venv_source": "wheelhouse"}
     try:
         sh(f"rm -f {PLANTED}")
-        running = current_release()
-        # The same bytes from the wheelhouse: the same lock, hashes and all, so the same release.
+        # From the wheelhouse: a release of its own (uv's lock names the hashes of the wheels this
+        # host can install from a wheelhouse, of every wheel of the version from an index; the
+        # fixture torch has one per CPython, as torch does).
         out = deploy("-e", json.dumps({**source, "sglang_venv_wheelhouse_controller_dir": clean}),
+                     *with_instances(INSTANCE), label="wheelhouse")
+        assert out["rc"] == 0, out["failed"]
+        running = current_release()
+        # The same bytes copied anew: the same lock, hashes and all, so the same release.
+        out = deploy("-e", json.dumps({**source, "sglang_venv_wheelhouse_controller_dir": again}),
                      *with_instances(INSTANCE), label="wheelhouse: same bytes")
         assert out["rc"] == 0, out["failed"]
         assert current_release() == running
@@ -250,6 +258,7 @@ def test_a_tampered_wheelhouse_wheel_is_refused_by_hash_before_any_change(deploy
         assert sh(f"test -e {PLANTED} && echo ran || echo never", check=False).strip() == "never"
     finally:
         shutil.rmtree(clean)
+        shutil.rmtree(again)
         shutil.rmtree(tampered)
         sh(f"rm -rf /opt/dflash/artifacts/wheelhouse /opt/dflash/artifacts/wheelhouse.tar {PLANTED}", check=False)
 
