@@ -148,7 +148,7 @@ cat > "$WORK/vars.json" <<EOF
   "sglang_venv_uv_controller_path": "$(command -v uv)",
   "sglang_venv_python": "/usr/bin/python3",
   "sglang_venv_keep_releases": 3,
-  "sglang_service_preflight_min_free_gb": 5,
+  "host_preflight_min_free_gb": 5,
   "sglang_service_verify_import_timeout": 180,
   "host_lock_wait": 60,
   "sglang_service_instances": []
@@ -175,11 +175,11 @@ ARGS=(); i=0
 for inst in $INSTANCES; do ARGS+=("$(instance_json "$inst" "$i" $((30001 + i)))"); i=$((i + 1)); done
 set_instances "$WORK/vars.json" "${ARGS[@]}"
 
-# sglang_service's instances.yml (the instance list with its defaults) carries the switch and readiness
+# dflash.deploy.instances' tasks_from: complete (the instance list with its defaults) carries the switch and readiness
 # tags too, so --skip-tags of those skips it and verify/config find no _sglang_service_present: give the
 # facts it would set as extra vars (computed the same way from the role's defaults).
 emulate_instances() {  # emulate_instances VARS.json
-  PYTHONPATH="$WORK/site" "$PY" - "$1" "$REPO/roles/sglang_service/defaults/main.yml" <<'EOF'
+  PYTHONPATH="$WORK/site" "$PY" - "$1" "$REPO/roles/instances/defaults/main.yml" <<'EOF'
 import json, sys, yaml
 path, defaults = sys.argv[1:3]
 v = json.load(open(path))

@@ -177,8 +177,8 @@ instance_json() {  # NAME PORT DRAFT(0|1)
       "attention_backend": "triton", "extra_args": %s, "environment": %s}' "$1" "$2" "$MODELS" "$1" "$EXTRA" "$ENVS"
   fi
 }
-write_vars() {  # FILE INSTANCE_JSON: the vars of a play, with the instance facts instances.yml would set
-  python3 - "$1" "$2" "$REPO/roles/sglang_service/defaults/main.yml" <<EOF
+write_vars() {  # FILE INSTANCE_JSON: the vars of a play, with the instance facts dflash.deploy.instances would set
+  python3 - "$1" "$2" "$REPO/roles/instances/defaults/main.yml" <<EOF
 import json, sys, yaml
 path, inst, defaults = sys.argv[1:4]
 v = {
@@ -207,7 +207,7 @@ v = {
   "sglang_venv_uv_controller_path": "$UV",
   "sglang_venv_python": "$SGLANG_PY",
   "sglang_venv_keep_releases": 3,
-  "sglang_service_preflight_min_free_gb": 5,
+  "host_preflight_min_free_gb": 5,
   "sglang_service_verify_import_timeout": 300,
   "host_lock_wait": 60,
   "sglang_service_instances": [json.loads(inst)],

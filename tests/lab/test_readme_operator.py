@@ -47,7 +47,7 @@ def edit_inventory(path, controller_dir):
             hv["ansible_host"] = next(h.address for h in lab.hosts() if h.name == name)
     tv = children["dflash_targets"]["vars"]
     tv.update({"sglang_venv_index_url": lab_vars["lab_index_url"], "sglang_venv_extra_index_urls": [],
-               "sglang_service_readiness_timeout": 60, "sglang_service_preflight_min_free_gb": 1})
+               "sglang_service_readiness_timeout": 60, "host_preflight_min_free_gb": 1})
     for inst in tv["sglang_service_instances"]:
         inst["extra_args"] = ["--disable-cuda-graph"]
         inst["api_key"] = "{{ vault_sglang_api_key }}"

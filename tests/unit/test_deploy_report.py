@@ -18,8 +18,8 @@ import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
-ROLES = ("host_lock", "sglang_service", "sglang_venv", "dflash_overlay", "cuda_overlay", "kernel_pin")
-ENTRIES = ("main", "stage", "release", "preflight", "prune")
+ROLES = ("host_lock", "host_preflight", "sglang_service", "sglang_venv", "dflash_overlay", "cuda_overlay", "kernel_pin")
+ENTRIES = ("main", "stage", "release", "settings", "prune")
 FAILURE = "instance qwen3-8b did not become ready on release 5c1e; rolled back\nRuntimeError: injected on h1"
 
 
