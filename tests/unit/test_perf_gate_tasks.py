@@ -57,10 +57,10 @@ def gate(root: Path, release: str, before: str, port: int, instances=None) -> di
         "sglang_service_perf_gate_prompts": ["a", "b"], "sglang_service_perf_gate_max_tokens": 8,
         "sglang_service_perf_gate_timeout": 10, "__sglang_service_current": {"results": current},
         "_sglang_service_waited": instances}, "tasks": [
-        {"name": "Gate", "ansible.builtin.include_role": {"name": "dflash.deploy.sglang_service",
-                                                           "tasks_from": "perf_gate"}},
-        {"name": "Promote", "ansible.builtin.include_role": {"name": "dflash.deploy.sglang_service",
-                                                              "tasks_from": "perf_promote"},
+        {"name": "Gate", "ansible.builtin.include_role": {
+            "name": "dflash.deploy.sglang_service", "tasks_from": "perf_gate"}},
+        {"name": "Promote", "ansible.builtin.include_role": {
+            "name": "dflash.deploy.sglang_service", "tasks_from": "perf_promote"},
          "when": "_sglang_service_perf.promote | length > 0"},
         {"name": "Decision", "ansible.builtin.debug": {"var": "_sglang_service_perf"}}]}]
     (root / "play.yml").write_text(yaml.safe_dump(play))
@@ -106,9 +106,9 @@ def test_the_first_release_then_a_slower_one_then_one_as_fast(layout):
     loose = {"max_ttft_regression": 100.0, "max_itl_regression": 100.0, "max_throughput_regression": 1.0}
     with sglang_stream(first=0.01, gap=0.01, steps=STEPS) as base:
         port = int(base.rsplit(":", 1)[1])
-        again = gate(layout, "r3", "r1", port, [{"name": "qwen3-8b", "port": port, "gpus": [1], "perf_gate": loose},
-                                               {"name": "probe", "port": port, "gpus": [2],
-                                                "perf_gate": {"enabled": False}}])
+        instances = [{"name": "qwen3-8b", "port": port, "gpus": [1], "perf_gate": loose},
+                     {"name": "probe", "port": port, "gpus": [2], "perf_gate": {"enabled": False}}]
+        again = gate(layout, "r3", "r1", port, instances)
     assert again["refused"] == {}
     assert again["instances"]["qwen3-8b"]["status"] == "passed"
     assert again["instances"]["qwen3-8b"]["baseline_release"] == "r1"

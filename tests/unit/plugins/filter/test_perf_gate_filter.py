@@ -27,7 +27,9 @@ def current(name, target=None):
     return {"item": {"name": name}, "stat": stat}
 
 
-def requests(waited=(A, B), settings=SETTINGS, gpus=GPUS, before=((A["name"], OLD), (B["name"], None))):
+def requests(waited=(A, B), settings=None, gpus=None, before=((A["name"], OLD), (B["name"], None))):
+    settings = SETTINGS if settings is None else settings
+    gpus = GPUS if gpus is None else gpus
     return mod.perf_gate_requests(list(waited), settings, gpus, NEW, [current(n, t) for n, t in before], "/etc/dflash/")
 
 
@@ -124,8 +126,8 @@ def test_a_probe_that_could_not_measure_or_record_refuses_the_promotion():
 
 
 def test_an_instance_not_measured_is_reported_and_holds_back_no_one():
-    reqs = requests(waited=[dict(A, perf_gate={"enabled": False}), B], gpus=[{"index": 2, "uuid": "GPU-c"},
-                                                                              {"index": 0, "uuid": "GPU-a"}])
+    cards = [{"index": 2, "uuid": "GPU-c"}, {"index": 0, "uuid": "GPU-a"}]
+    reqs = requests(waited=[dict(A, perf_gate={"enabled": False}), B], gpus=cards)
     out = mod.perf_gate_outcome(reqs, [{"_sglang_service_perf_req": reqs[0], "skipped": True},
                                        probe_result(reqs[1], status="no_baseline")])
     assert out["refused"] == {}
