@@ -11,12 +11,14 @@ description:
     naming the task, the hosts it still runs on and the time so far (a venv build, a transplant
     or a readiness wait is never one silent minute).
   - At the end of the run, prints one block per host - the release, what changed in each phase
-    and the time each phase took, the health URL and the served model; or, for a failed host, the
+    and the time each phase took, the health URL and the served model, and per instance the
+    performance gate's verdict and figures; or, for a failed host, the
     task that failed and its first line, with the journal lines the failure carried. For a looped
     task that is the first failing item's own message and label, not "One or more items failed".
   - Phases are the roles (C(sglang_venv), C(cuda_overlay), ...) and the play's own tasks.
     A play reports its outcome by setting the fact C(dflash_deploy_report) (a dict with
-    C(release), C(health_url), C(models) and C(changes)), which this callback reads; nothing else is required.
+    C(release), C(health_url), C(models) and C(changes), and C(perf) - each instance the performance gate
+    measured, its verdict and figures), which this callback reads; nothing else is required.
   - A play whose rescue reports a host's failure (C(dflash_deploy_report) with C(status) V(failed), as
     C(deploy_dflash.yml) does before it publishes the report with C(ansible.builtin.set_stats)) and then
     fails the host again keeps the failure first recorded; the second one is not printed.
@@ -120,6 +122,50 @@ def journal_lines(result: dict) -> list:
     return [str(line) for line in lines][-MAX_JOURNAL_LINES:]
 
 
+def _figure(value, digits=None) -> str:
+    value = float(value)
+    if digits is not None:
+        return f"{value:.{digits}f}"
+    return f"{value:.0f}" if abs(value) >= 100 else f"{value:.1f}" if abs(value) >= 10 else f"{value:.2f}"
+
+
+def figures_text(figures) -> str:
+    """An instance's measured figures in one phrase: time to first token, inter-token latency,
+    output tokens per second and, with a speculative algorithm, tokens per verify step."""
+    figures = figures if isinstance(figures, dict) else {}
+    parts = []
+    for key, label, unit, digits in (("ttft_ms", "time to first token", " ms", None),
+                                     ("itl_ms", "inter-token latency", " ms", None),
+                                     ("output_tokens_per_s", "", " tokens/s", None),
+                                     ("acceptance", "acceptance", " tokens per verify step", 2)):
+        value = figures.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            parts.append(f"{label + ' ' if label else ''}{_figure(value, digits)}{unit}")
+    return ", ".join(parts)
+
+
+def perf_lines(perf) -> list:
+    """One line per instance the performance gate saw (the report's ``perf``: {instance: {release,
+    status, baseline_release, figures, reason, message}}): its verdict and its figures."""
+    out = []
+    for name, rep in sorted((perf or {}).items()) if isinstance(perf, dict) else []:
+        rep = rep if isinstance(rep, dict) else {}
+        status, figs = rep.get("status"), figures_text(rep.get("figures"))
+        if status == "passed":
+            what = f"passed against release {rep.get('baseline_release')}"
+        elif status == "no_baseline":
+            what = "recorded, nothing to compare with (no figures of a release before it)"
+        elif status == "not_comparable":
+            what = f"recorded, not compared: {rep.get('reason')}"
+        elif status in ("refused", "error"):
+            what = f"{status}: {first_line(rep.get('message'))}"
+            figs = "" if status == "error" else figs
+        else:
+            what = f"not measured: {rep.get('reason') or rep.get('message') or status}"
+        out.append(f"  performance {name}: {what}" + (f"; {figs}" if figs else ""))
+    return out
+
+
 class HostRecord:
     """What one host did in this run."""
 
@@ -147,6 +193,7 @@ def format_host(host: str, rec: HostRecord, check: bool = False) -> list:
         out += [f"  journal: {line}" for line in rec.failure["journal"]]
         if (rec.report or {}).get("release"):
             out.append(f"  running release kept: {rec.report['release']}")
+        out += perf_lines((rec.report or {}).get("perf"))
         if timing:
             out.append(f"  time: {timing}")
         return out
@@ -170,6 +217,7 @@ def format_host(host: str, rec: HostRecord, check: bool = False) -> list:
         out.append(f"  health: {url}")
     if report.get("models"):
         out.append(f"  serving: {', '.join(map(str, report['models']))}")
+    out += perf_lines(report.get("perf"))
     return out
 
 

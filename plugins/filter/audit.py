@@ -6,11 +6,17 @@
 the DFlash files found, the units) into one flat column of facts per host and venv, with
 each distribution's version (``dist <name>``) and the sha256 of what it installed
 (``sha256 <name>``: pkg_probe's ``record_sha256``, over its RECORD's paths and hashes);
+each instance's ``current`` column also has the ``performance record`` row: the figures the
+performance gate recorded for that release on that instance (``__audit_perf``, the record read
+with slurp), or ``(none recorded)``;
 ``audit_table`` lays the columns side by side and keeps the rows where they differ;
 ``audit_report`` is what the play publishes with set_stats (the columns and the facts that differ).
 All are pure functions of their input.
 """
 from __future__ import annotations
+
+import base64
+import json
 
 DFLASH_FILES = (
     "sglang/srt/speculative/dflash_worker.py",
@@ -69,6 +75,48 @@ def venv_column(probe: dict, dflash_found: list, units: dict) -> dict:
     return col
 
 
+PERF_ROW = "performance record"
+
+
+def _num(value, digits=None) -> str:
+    value = float(value)
+    if digits is not None:
+        return f"{value:.{digits}f}"
+    return f"{value:.0f}" if abs(value) >= 100 else f"{value:.1f}" if abs(value) >= 10 else f"{value:.2f}"
+
+
+def perf_record_text(record) -> str:
+    """A performance record (perf_probe's ``record``, as the gate keeps it per release and instance)
+    in one line: its figures and when they were measured."""
+    if not isinstance(record, dict) or not isinstance(record.get("figures"), dict):
+        return "(unreadable record)"
+    figs, parts = record["figures"], []
+    for key, label, unit, digits in (("ttft_ms", "TTFT ", " ms", None), ("itl_ms", "ITL ", " ms", None),
+                                     ("output_tokens_per_s", "", " tok/s", None),
+                                     ("acceptance", "acceptance ", "", 2)):
+        value = figs.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            parts.append(f"{label}{_num(value, digits)}{unit}")
+    return (", ".join(parts) or "no figures") + (f" ({record['when']})" if record.get("when") else "")
+
+
+def _perf_rows(hv: dict) -> dict:
+    """{current link path: the performance record row} from the host's __audit_perf (slurp per instance)."""
+    rows = {}
+    for r in (hv.get("__audit_perf") or {}).get("results") or []:
+        link = ((r.get("item") or {}).get("current") or {}).get("path")
+        if not link or r.get("skipped"):
+            continue
+        if not r.get("content"):
+            rows[link] = "(none recorded)"
+            continue
+        try:
+            rows[link] = perf_record_text(json.loads(base64.b64decode(r["content"]).decode("utf-8")))
+        except (ValueError, TypeError):
+            rows[link] = "(unreadable record)"
+    return rows
+
+
 def _relative_dflash(files: list, site_packages: str) -> list:
     prefix = site_packages.rstrip("/") + "/"
     return [f["path"][len(prefix):] for f in files if f.get("path", "").startswith(prefix)]
@@ -84,19 +132,22 @@ def audit_columns(hostvars: dict, hosts: list) -> dict:
                   for r in (hv.get("__audit_dflash") or {}).get("results") or []}
         services = ((hv.get("__audit_units") or {}).get("ansible_facts") or {}).get("services") or {}
         units = {name: s.get("state", "?") for name, s in services.items() if name.startswith(UNIT_PREFIX)}
+        perf = _perf_rows(hv)
         for r in probes:
             if r.get("failed") or r.get("skipped"):
                 columns[f"{host}:{r.get('item')}"] = {"error": r.get("msg") or "probe skipped"}
                 continue
             found = _relative_dflash(dflash.get(r.get("site_packages")) or [], r.get("site_packages") or "")
             columns[f"{host}:{r.get('item')}"] = venv_column(r, found, units)
+            if r.get("item") in perf:
+                columns[f"{host}:{r.get('item')}"][PERF_ROW] = perf[r.get("item")]
     return columns
 
 
 def audit_rows(columns: dict, show_all: bool = False) -> list:
     """[(row, [value per column])], rows where the columns differ first in a fixed order."""
     order = ["python", "torch build", f"owner of {KERNEL_IMPORT}", "DFlash files", "unsatisfied requirements",
-             "GPUs", "driver", "units", "error"]
+             "GPUs", "driver", "units", PERF_ROW, "error"]
     names = set()
     for col in columns.values():
         names.update(col)

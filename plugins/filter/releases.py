@@ -8,6 +8,8 @@
       ->  the release directories to remove, oldest last
     {{ release_dir | dflash.deploy.release_file('verified') }}
       ->  <release_dir>/.dflash-release/verified.json   (the release contract: module_utils/release/contract.py)
+    {{ release_dir | dflash.deploy.release_file('perf', instance_name) }}
+      ->  <release_dir>/.dflash-release/perf-<instance>.json   (a file kept per instance)
 
 A link and the marker inside the release it names earn no trust by existing: the host may
 hold what a careless operator or a compromised service user left (a world-writable layout,
@@ -88,13 +90,14 @@ def releases_to_prune(found: list, in_use: list, keep, building: str = "") -> li
     return [f["path"] for f in newest_first[keep:] if posixpath.normpath(f["path"]) not in protected]
 
 
-def release_file(release_dir: str, name: str = "") -> str:
-    """A release's recorded file by its contract name (lock, built, overlay_manifest, verified), or
-    with no name the ``.dflash-release`` directory itself."""
+def release_file(release_dir: str, name: str = "", instance: str = "") -> str:
+    """A release's recorded file by its contract name (lock, built, overlay_manifest, verified; perf and
+    perf_candidate with the instance they are kept for), or with no name the ``.dflash-release``
+    directory itself."""
     if not name:
         return contract.meta_dir(release_dir)
     try:
-        return contract.release_file(release_dir, name)
+        return contract.release_file(release_dir, name, instance)
     except ValueError as exc:
         raise AnsibleFilterError(f"release_file: {exc}") from None
 

@@ -48,6 +48,10 @@ def edit_inventory(path, controller_dir):
     tv = children["dflash_targets"]["vars"]
     tv.update({"sglang_venv_index_url": lab_vars["lab_index_url"], "sglang_venv_extra_index_urls": [],
                "sglang_service_readiness_timeout": 60, "host_preflight_min_free_gb": 1})
+    # The fixture server's latencies are the machine's load: the performance gate's limits as the lab's
+    # inventory sets them (the latency limits out of reach, the acceptance limit the production one).
+    lab_group_vars = yaml.safe_load((REPO / "inventory" / "group_vars" / "lab.yml").read_text())
+    tv.update({k: v for k, v in lab_group_vars.items() if k.startswith("sglang_service_perf_gate_")})
     for inst in tv["sglang_service_instances"]:
         inst["extra_args"] = ["--disable-cuda-graph"]
         inst["api_key"] = "{{ vault_sglang_api_key }}"

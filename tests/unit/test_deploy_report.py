@@ -21,6 +21,10 @@ REPO = Path(__file__).resolve().parents[2]
 ROLES = ("host_lock", "host_preflight", "sglang_service", "sglang_venv", "dflash_overlay", "cuda_overlay", "kernel_pin")
 ENTRIES = ("main", "stage", "release", "settings", "prune")
 FAILURE = "instance qwen3-8b did not become ready on release 5c1e; rolled back\nRuntimeError: injected on h1"
+# What the performance gate reports for an instance it measured (sglang_service_perf).
+PERF = {"release": "5c1e0000aaaabbbb", "status": "passed", "baseline_release": "38daf6d080f8bba8",
+        "figures": {"ttft_ms": 41.2, "itl_ms": 7.95, "output_tokens_per_s": 118.3, "acceptance": 3.12},
+        "reason": None, "message": "4 requests of 64 tokens"}
 
 
 def stub_entry(role: str, entry: str) -> list:
@@ -31,7 +35,8 @@ def stub_entry(role: str, entry: str) -> list:
             "sglang_venv_release_id": "5c1e0000aaaabbbb", "sglang_venv_changes": ["release 5c1e0000aaaabbbb is new"]}})
     if (role, entry) == ("sglang_service", "main"):
         tasks.append({"name": "List the instances", "ansible.builtin.set_fact": {
-            "_sglang_service_present": [{"name": "qwen3-8b", "port": 30001, "served_model_name": "qwen3-8b-dflash"}]}})
+            "_sglang_service_present": [{"name": "qwen3-8b", "port": 30001, "served_model_name": "qwen3-8b-dflash"}],
+            "sglang_service_perf": {"qwen3-8b": PERF}}})
     return tasks
 
 
@@ -78,14 +83,15 @@ def test_every_host_has_its_report_in_the_runs_stats(stub_collection):
         "h1": {"status": "failed", "failed": {
             "task": "Stub sglang_service main",
             "cause": "instance qwen3-8b did not become ready on release 5c1e; rolled back",
-            "journal": ["RuntimeError: injected on h1"]}},
+            "journal": ["RuntimeError: injected on h1"]}, "perf": {}},
         "h2": {"status": "ok", "release": "5c1e0000aaaabbbb", "health_url": ["http://192.0.2.2:30001/health_generate"],
-               "models": ["qwen3-8b-dflash"], "changes": ["release 5c1e0000aaaabbbb is new"]},
+               "models": ["qwen3-8b-dflash"], "changes": ["release 5c1e0000aaaabbbb is new"],
+               "perf": {"qwen3-8b": PERF}},
         "h3": {"status": "failed", "failed": {
             "task": "Stop before any change (a host of an earlier batch failed)",
             "cause": "not deployed: h1 failed in an earlier batch (1 of 2 hosts tried, 50% > "
                      "deploy_dflash_max_fail_percentage 0%); fix the failure and run the same command again",
-            "journal": []}}}
+            "journal": []}, "perf": {}}}
     stats = out["stats"]
     assert (stats["h1"]["failures"], stats["h2"]["failures"], stats["h3"]["failures"]) == (1, 0, 1), stats
     # The host fails again with the failure's own message: the last failed message of h1 is still it.
@@ -102,5 +108,7 @@ def test_the_summary_names_the_failure_where_it_happened(stub_collection):
     assert summary[2] == "  cause: instance qwen3-8b did not become ready on release 5c1e; rolled back"
     assert "  journal: RuntimeError: injected on h1" in summary
     assert any(line.startswith("h2: ok, release 5c1e0000aaaabbbb") for line in summary), summary
+    assert ("  performance qwen3-8b: passed against release 38daf6d080f8bba8; time to first token 41.2 ms, "
+            "inter-token latency 7.95 ms, 118 tokens/s, acceptance 3.12 tokens per verify step") in summary, summary
     assert 'h3: FAILED in play at "Stop before any change (a host of an earlier batch failed)"' in summary
     assert not any("Fail the host again" in line for line in summary), summary

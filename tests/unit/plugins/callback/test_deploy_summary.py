@@ -12,6 +12,7 @@ from ansible_collections.dflash.deploy.plugins.callback.deploy_summary import (
     format_host,
     item_label,
     journal_lines,
+    perf_lines,
     summary_lines,
 )
 from conftest import REPO
@@ -42,6 +43,50 @@ def test_a_deployed_host_shows_release_changes_times_health_and_model():
     assert "  time: sglang_venv 12s, sglang_service 3s" in lines
     assert "  health: http://10.89.64.200:30001/health_generate" in lines
     assert lines[-1] == "  serving: qwen3-8b-dflash"
+
+
+FIGURES = {"ttft_ms": 41.23, "itl_ms": 7.95, "output_tokens_per_s": 118.3, "acceptance": 3.123, "requests": 4}
+
+
+def test_each_instance_the_gate_measured_shows_its_verdict_and_figures():
+    rec = converged()
+    rec.report["perf"] = {
+        "qwen3-8b": {"release": "5c1e", "status": "passed", "baseline_release": "38da", "figures": FIGURES},
+        "probe": {"release": "5c1e", "status": "no_baseline", "figures": dict(FIGURES, acceptance=None)},
+        "other": {"release": "5c1e", "status": "not_comparable", "figures": FIGURES,
+                  "reason": "release 38da was measured on other GPUs (GPU-a, these GPU-b)"},
+        "off": {"release": "5c1e", "status": "off", "figures": None,
+                "reason": "the performance gate is off for this instance"}}
+    lines = format_host("ct200", rec)
+    assert lines[-4:] == [
+        "  performance off: not measured: the performance gate is off for this instance",
+        "  performance other: recorded, not compared: release 38da was measured on other GPUs (GPU-a, these GPU-b); "
+        "time to first token 41.2 ms, inter-token latency 7.95 ms, 118 tokens/s, acceptance 3.12 tokens per verify "
+        "step",
+        "  performance probe: recorded, nothing to compare with (no figures of a release before it); "
+        "time to first token 41.2 ms, inter-token latency 7.95 ms, 118 tokens/s",
+        "  performance qwen3-8b: passed against release 38da; time to first token 41.2 ms, inter-token latency "
+        "7.95 ms, 118 tokens/s, acceptance 3.12 tokens per verify step"]
+
+
+def test_a_refused_release_shows_the_figure_in_the_failed_block():
+    rec = converged()
+    line = ("the performance gate refused release 5c1e against release 38da: inter-token latency 50.1 ms against "
+            "7.95 ms for release 38da (+530 %, limit +20 %)")
+    rec.report["perf"] = {"qwen3-8b": {"release": "5c1e", "status": "refused", "message": line,
+                                       "figures": dict(FIGURES, itl_ms=50.1)},
+                          "probe": {"release": "5c1e", "status": "error", "figures": None,
+                                    "message": "the performance probe could not measure http://127.0.0.1:30002: "
+                                               "timed out\ntraceback"}}
+    rec.failure = {"phase": "sglang_service", "task": "Fail with the diagnosis", "journal": [],
+                   "cause": "sglang-dflash@qwen3-8b.service did not pass the performance gate: " + line}
+    lines = format_host("ct200", rec)
+    assert "  performance qwen3-8b: refused: " + line + "; time to first token 41.2 ms, inter-token latency " \
+        "50.1 ms, 118 tokens/s, acceptance 3.12 tokens per verify step" in lines
+    assert "  performance probe: error: the performance probe could not measure http://127.0.0.1:30002: timed out" \
+        in lines
+    # a report without the gate (a converged re-run restarted nothing) has no such line
+    assert perf_lines({}) == [] and perf_lines(None) == []
 
 
 def test_a_rerun_says_nothing_changed():

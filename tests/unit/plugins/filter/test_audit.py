@@ -85,3 +85,27 @@ def test_the_published_report_holds_every_column_and_the_facts_that_differ():
     one = audit.audit_columns({"ct129": GOOD}, ["ct129"])
     assert audit.audit_report(one) == {"columns": one, "differ": []}  # one column: nothing to differ from
     assert audit.audit_report({}) == {"columns": {}, "differ": []}
+
+
+def test_each_instance_column_shows_the_figures_recorded_for_its_current_release():
+    import base64
+    import json
+    record = {"format": 1, "release": "5c1e", "gpus": ["GPU-b"], "probe": {"digest": "9f2c"},
+              "figures": {"ttft_ms": 41.23, "itl_ms": 7.95, "output_tokens_per_s": 118.3, "acceptance": 3.123},
+              "when": "2026-12-02T15:00:00Z"}
+    link_a, link_b = "/opt/dflash/instances/a/current", "/opt/dflash/instances/b/current"
+    hv = hostvars(probe(link_a, "2.11.0+cu130", "13.0", {"sglang-kernel": "0.4.2"}))
+    hv["__audit_probe"]["results"].append(probe(link_b, "2.11.0+cu130", "13.0", {"sglang-kernel": "0.4.2"}))
+    hv["__audit_perf"] = {"results": [
+        {"item": {"name": "a", "current": {"path": link_a}},
+         "content": base64.b64encode(json.dumps(record).encode()).decode()},
+        {"item": {"name": "b", "current": {"path": link_b}}, "failed": True, "msg": "file not found"}]}
+    cols = audit.audit_columns({"ct200": hv}, ["ct200"])
+    assert cols[f"ct200:{link_a}"]["performance record"] == \
+        "TTFT 41.2 ms, ITL 7.95 ms, 118 tok/s, acceptance 3.12 (2026-12-02T15:00:00Z)"
+    assert cols[f"ct200:{link_b}"]["performance record"] == "(none recorded)"
+    # the reference venv (no instance) has no such row; a record that is not one says so
+    assert "performance record" not in audit.audit_columns({"ct129": GOOD}, ["ct129"])["ct129:/good"]
+    hv["__audit_perf"]["results"][0]["content"] = base64.b64encode(b"{not json").decode()
+    assert audit.audit_columns({"ct200": hv}, ["ct200"])[f"ct200:{link_a}"]["performance record"] == \
+        "(unreadable record)"

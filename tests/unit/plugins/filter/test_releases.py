@@ -128,3 +128,13 @@ def test_no_role_task_or_playbook_spells_the_release_directory():
         return [line for line in path.read_text().splitlines() if not line.lstrip().startswith("#")]
     offenders = [str(p.relative_to(repo)) for p in files if any(".dflash-release" in line for line in code(p))]
     assert offenders == []
+
+
+def test_release_file_names_the_files_kept_per_instance():
+    assert mod.release_file(REL, "perf", "qwen3-8b") == REL + "/.dflash-release/perf-qwen3-8b.json"
+    assert mod.release_file(REL, "perf_candidate", "qwen3-8b") == REL + "/.dflash-release/perf-qwen3-8b.next.json"
+    # a per-instance file needs its instance, and only such a file takes one
+    for name, instance in (("perf", ""), ("perf", "../x"), ("perf", ".hidden"), ("verified", "qwen3-8b")):
+        with pytest.raises(mod.AnsibleFilterError) as err:
+            mod.release_file(REL, name, instance)
+        assert str(err.value).startswith("release_file: the release file")
