@@ -32,7 +32,7 @@ def layout(tmp_path_factory):
     (coll / "roles").mkdir(parents=True)
     for name in ("plugins", "meta"):
         (coll / name).symlink_to(REPO / name)
-    for role in ("host_layout", "sglang_service"):
+    for role in ("host_layout", "instances", "sglang_service"):
         (coll / "roles" / role).symlink_to(REPO / "roles" / role)
     for rel in ("r1", "r2", "r3"):
         (root / "opt" / "releases" / rel / ".dflash-release").mkdir(parents=True)
