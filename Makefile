@@ -119,7 +119,7 @@ demo: fixtures
 
 # Mutation testing (cosmic-ray) of the modules' decision code, each file against the tests that cover it
 # (pyproject.toml [tool.dflash-mutate]); in a copy of the checkout under build/mutate. Not part of make test.
-# MUTATE_FILES="plugins/module_utils/abi_check.py ..." runs some files only; docs/testing.md has the score.
+# MUTATE_FILES="plugins/module_utils/abi_check.py ..." runs some files only; docs/mutation-history.md has the score.
 .PHONY: mutate
 mutate: fixtures
 	@rm -f build/mutate/summary.txt

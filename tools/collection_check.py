@@ -26,6 +26,7 @@ VENV_BIN = REPO / ".venv" / "bin"
 FORBIDDEN_PREFIXES = (
     "ansible.cfg", "playbooks/ansible.cfg", "inventory/lab.yml", "inventory/group_vars/",
     "docs/lab.md", "docs/testing.md", "docs/validation.md", "docs/validation/", "docs/benchmarks.md",
+    "docs/test-runs.md", "docs/mutation-history.md",
     "extensions/", "tools/", "bench/", "build/", "requirements/", "Makefile", "pyproject.toml",
     "tests/lab/", "tests/chain/", "tests/fixtures/", "tests/integration/", "tests/gpu/", "tests/conftest.py",
     "tests/unit/mutation/", "deploy_dflash.yml",

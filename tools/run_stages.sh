@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # make test: run each stage (a make target) in order, stop at the first that
-# fails, and print how long each took (the figures docs/testing.md reports).
+# fails, and print how long each took (the figures docs/test-runs.md records).
 #
 # A stage written a+b runs lanes at the same time: each lane is one target, or
 # several joined by commas that run one after another (stopping at the first

@@ -1,5 +1,5 @@
 #!/bin/bash
-# `make mutate` on a bigger machine, the device side (docs/testing.md, "The 16-core machine"):
+# `make mutate` on a bigger machine, the device side (docs/testing.md, "The 16- and 32-core machines"):
 # unpack what build/devrun carries, make the toolchain venv's stand-in, run device_run.py.
 #   bash tests/unit/mutation/device_call.sh OUT DEADLINE_S WORKERS name ...
 set -e

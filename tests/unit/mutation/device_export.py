@@ -1,4 +1,4 @@
-"""`make mutate` on a bigger machine (docs/testing.md, "The 16-core machine").
+"""`make mutate` on a bigger machine (docs/testing.md, "The 16- and 32-core machines").
 
 Export every pending mutant of a cosmic-ray db (with --survivors: every survivor, for a recheck there) as a
 whole mutated file: OUT/<job>.py, OUT/index.json (job -> [operator, occurrence, line]) and OUT/original.py

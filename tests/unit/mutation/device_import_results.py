@@ -1,4 +1,4 @@
-"""`make mutate` on a bigger machine (docs/testing.md, "The 16-core machine").
+"""`make mutate` on a bigger machine (docs/testing.md, "The 16- and 32-core machines").
 
 Write device results into the file's cosmic-ray db (build/mutate/<name>.sqlite) as the local distributor
 would; then `mutate.py --summarize FILE` lists the survivors and `--recheck FILE` works as after a local run.

@@ -1,4 +1,4 @@
-"""`make mutate` on a bigger machine (docs/testing.md, "The 16-core machine").
+"""`make mutate` on a bigger machine (docs/testing.md, "The 16- and 32-core machines").
 
 Device side: run exported mutants of one or more files in parallel worker copies of the code.
 
