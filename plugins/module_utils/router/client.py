@@ -1,0 +1,109 @@
+# Copyright: (c) 2025, dflash.deploy contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""A thin client of the SGLang router's worker API (sglang-router 0.3.2), standard library only.
+
+``GET /workers`` lists the registered workers (200). ``POST /workers`` with ``{"url": ...}`` queues an
+addition and answers 202 with ``worker_id``; ``DELETE /workers/{id}`` queues a removal and answers 202,
+404 (``WORKER_NOT_FOUND``) for an id the router does not know. ``GET /workers/{id}`` answers the worker
+and, for one queued, ``job_status`` (``{"status": "processing" | "failed", "message": ...}``); an
+addition whose worker does not answer stays ``processing`` (the router retries it for its
+``--worker-startup-timeout-secs``) and is not listed by ``GET /workers``. Requests go straight to the
+router: no proxy from the environment.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from urllib.parse import quote
+
+MAX_ANSWER_BYTES = 8 << 20
+
+
+class RouterError(Exception):
+    """The router did not answer, or answered what the module cannot use; the message is one line."""
+
+
+def _one_line(text, limit=300):
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _opener():
+    return urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+def request(router, method, path, body=None, timeout=10.0, opener=None):
+    """``(status, parsed JSON or None, raw text)`` of one request to the router. An HTTP error status is
+    an answer; a router that does not answer raises RouterError."""
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(router + path, data=data, method=method)
+    req.add_header("Accept", "application/json")
+    if data is not None:
+        req.add_header("Content-Type", "application/json")
+    try:
+        resp = (opener or _opener()).open(req, timeout=timeout)
+    except urllib.error.HTTPError as exc:
+        status, raw = exc.code, exc.read(MAX_ANSWER_BYTES)
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        raise RouterError("the router at %s does not answer %s %s: %s"
+                          % (router, method, path, _one_line(getattr(exc, "reason", exc)))) from None
+    else:
+        with resp:
+            status, raw = resp.status, resp.read(MAX_ANSWER_BYTES)
+    text = raw.decode("utf-8", "replace")
+    try:
+        parsed = json.loads(text) if text.strip() else None
+    except ValueError:
+        parsed = None
+    return status, parsed, text
+
+
+def _message(parsed, text):
+    if isinstance(parsed, dict):
+        for key in ("error", "message", "detail"):
+            if parsed.get(key):
+                return _one_line(parsed[key])
+    return _one_line(text) or "(empty answer)"
+
+
+def list_workers(router, timeout=10.0, opener=None):
+    """The ``GET /workers`` answer (a dict); RouterError when it is not 200 with JSON."""
+    status, parsed, text = request(router, "GET", "/workers", timeout=timeout, opener=opener)
+    if status != 200 or not isinstance(parsed, dict):
+        raise RouterError("the router at %s answered %s to GET /workers: %s" % (router, status, _message(parsed, text)))
+    return parsed
+
+
+def add_worker(router, url, timeout=10.0, opener=None):
+    """Queue the addition of ``url``; the id the router gave it. RouterError naming the worker when the
+    router refuses it."""
+    status, parsed, text = request(router, "POST", "/workers", {"url": url}, timeout=timeout, opener=opener)
+    if status not in (200, 201, 202) or not isinstance(parsed, dict) or not parsed.get("worker_id"):
+        raise RouterError("the router at %s refused worker %s: %s %s" % (router, url, status, _message(parsed, text)))
+    return str(parsed["worker_id"])
+
+
+def remove_worker(router, worker_id, url, timeout=10.0, opener=None):
+    """Queue the removal of the worker ``worker_id`` (``url`` only names it in errors). True when queued,
+    False when the router no longer knows it."""
+    status, parsed, text = request(router, "DELETE", "/workers/" + quote(worker_id, safe=""),
+                                   timeout=timeout, opener=opener)
+    if status == 404:
+        return False
+    if status not in (200, 202, 204):
+        raise RouterError("the router at %s refused to remove worker %s (%s): %s %s"
+                          % (router, url, worker_id, status, _message(parsed, text)))
+    return True
+
+
+def job_status(router, worker_id, timeout=10.0, opener=None):
+    """``(status, message)`` of the router's job for ``worker_id`` (``GET /workers/{id}``'s
+    ``job_status``); ``(None, None)`` when it has none or the router does not know the id."""
+    status, parsed, _text = request(router, "GET", "/workers/" + quote(worker_id, safe=""), timeout=timeout,
+                                    opener=opener)
+    job = parsed.get("job_status") if status == 200 and isinstance(parsed, dict) else None
+    if not isinstance(job, dict):
+        return None, None
+    return job.get("status"), job.get("message")

@@ -1,0 +1,169 @@
+"""router_workers against the real SGLang router (sglang-router, read from 0.3.2) on 127.0.0.1, its workers
+two fixture SGLang servers (fixture sglang 0.5.11 on the fixture driver's cards): workers added, a request
+through the router reaching both, an exact swap whose traffic then reaches only the new one, check mode,
+a worker that never answers, removal of the last. Skipped unless DFLASH_REAL_ROUTER_VENV names a venv where
+``import sglang_router`` works (docs/testing.md, "The real router")."""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+from conftest import FIXTURE_OUT, UV
+from module_runner import run_module
+
+VENV = os.environ.get("DFLASH_REAL_ROUTER_VENV", "")
+ROUTER_PY = Path(VENV) / "bin" / "python"
+
+
+def _router_missing():
+    if not VENV:
+        return "DFLASH_REAL_ROUTER_VENV is not set (a venv with sglang-router installed)"
+    if subprocess.run([str(ROUTER_PY), "-c", "import sglang_router.launch_router"], capture_output=True,
+                      check=False).returncode != 0:
+        return "DFLASH_REAL_ROUTER_VENV=%s has no importable sglang_router" % VENV
+    if not (FIXTURE_OUT / "wheelhouse").is_dir() or not (FIXTURE_OUT / "driver" / "lib").is_dir():
+        return "the fixture build (%s) is missing: make fixtures" % FIXTURE_OUT
+    return None
+
+
+pytestmark = pytest.mark.skipif(bool(_router_missing()), reason=_router_missing() or "")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def http(method, url, body=None, timeout=10):
+    req = urllib.request.Request(url, data=json.dumps(body).encode() if body is not None else None, method=method,
+                                 headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            return resp.status, json.loads(resp.read() or b"null")
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+    except (urllib.error.URLError, OSError) as exc:
+        return None, str(exc)
+
+
+def wait_for(predicate, what, proc, log, timeout=30):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        if proc.poll() is not None:
+            break
+        time.sleep(0.2)
+    pytest.fail("%s: not within %ss; log:\n%s" % (what, timeout, log.read_text()[-3000:]))
+
+
+@pytest.fixture
+def stack(tmp_path):
+    """(router URL, [worker URL, worker URL], {worker URL: its log}) with the router started on the first
+    worker only; every process stopped at the end."""
+    venv = tmp_path / "sglang-venv"
+    subprocess.run([str(UV), "venv", "--quiet", "--python", sys.executable, str(venv)], check=True)
+    subprocess.run([str(UV), "pip", "install", "--quiet", "--python", str(venv / "bin" / "python"), "--no-index",
+                    "--find-links", str(FIXTURE_OUT / "wheelhouse"), "sglang==0.5.11", "torch==2.11.0+cu130"],
+                   check=True)
+    model, dev = tmp_path / "Qwen3-8B", tmp_path / "dev"
+    model.mkdir()
+    dev.mkdir()
+    (model / "config.json").write_text(json.dumps({"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3",
+                                                   "max_position_embeddings": 40960}))
+    for node in ("nvidiactl", "nvidia0", "nvidia1"):
+        (dev / node).touch()
+    conf = tmp_path / "gpus.conf"
+    conf.write_text("".join(
+        "dev_dir=%s\n" % dev if line.startswith("dev_dir=") else
+        "state_dir=%s\n" % (tmp_path / "state") if line.startswith("state_dir=") else line + "\n"
+        for line in (FIXTURE_OUT / "driver" / "etc" / "ct200.conf").read_text().splitlines()))
+    procs, workers, logs = [], [], {}
+    try:
+        for gpu in (0, 1):
+            port = free_port()
+            url = "http://127.0.0.1:%d" % port
+            log = tmp_path / ("worker-%d.log" % port)
+            env = {k: v for k, v in os.environ.items() if not k.startswith(("SGLANG_", "FAKE_", "CUDA_"))}
+            env.update(HOME=str(tmp_path), CUDA_VISIBLE_DEVICES=str(gpu), DFLASH_FIXTURE_GPU_CONFIG=str(conf),
+                       LD_LIBRARY_PATH=str(FIXTURE_OUT / "driver" / "lib"), SGLANG_FIXTURE_STARTUP_DELAY="0")
+            with open(log, "w") as out:
+                proc = subprocess.Popen([str(venv / "bin" / "python"), "-m", "sglang.launch_server", "--model-path",
+                                         str(model), "--port", str(port), "--served-model-name", "qwen3-8b"],
+                                        stdout=out, stderr=subprocess.STDOUT, env=env)
+            procs.append(proc)
+            wait_for(lambda log=log: "ready to roll" in log.read_text(), "fixture SGLang server on GPU %d" % gpu,
+                     proc, log)
+            workers.append(url)
+            logs[url] = log
+        port = free_port()
+        router = "http://127.0.0.1:%d" % port
+        rlog = tmp_path / "router.log"
+        with open(rlog, "w") as out:
+            proc = subprocess.Popen([str(ROUTER_PY), "-m", "sglang_router.launch_router", "--host", "127.0.0.1",
+                                     "--port", str(port), "--prometheus-port", str(free_port()),
+                                     "--worker-urls", workers[0], "--policy", "round_robin",
+                                     "--health-check-interval-secs", "1"],
+                                    stdout=out, stderr=subprocess.STDOUT, env=dict(os.environ, NO_COLOR="1"))
+        procs.append(proc)
+        wait_for(lambda: http("GET", router + "/workers")[0] == 200, "the router", proc, rlog)
+        yield router, workers, logs
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
+
+
+def served(logs, url):
+    return logs[url].read_text().count('"POST /v1/completions')
+
+
+def complete(router):
+    return http("POST", router + "/v1/completions", {"model": "qwen3-8b", "prompt": "hi", "max_tokens": 4})
+
+
+def test_the_real_router(stack):
+    router, (first, second), logs = stack
+    rc, result = run_module("router_workers", {"url": router, "workers": [first, second]})
+    assert rc == 0, result
+    assert result["changed"] and result["added"] == [second]
+    assert sorted((w["url"], w["healthy"], w["model"]) for w in result["after"]) == sorted([
+        (first, True, "qwen3-8b"), (second, True, "qwen3-8b")])
+    for _request in range(4):
+        status, answer = complete(router)
+        assert status == 200 and answer["choices"][0]["text"], answer
+    assert served(logs, first) == 2 and served(logs, second) == 2
+
+    rc, check = run_module("router_workers", {"url": router, "workers": [second], "state": "exact"}, check=True,
+                           diff=True)
+    assert rc == 0 and check["changed"] and check["removed"] == [first]
+    assert check["diff"]["after"] == second + "\n"
+    assert sorted(w["url"] for w in http("GET", router + "/workers")[1]["workers"]) == sorted([first, second])
+
+    rc, swap = run_module("router_workers", {"url": router, "workers": [second], "state": "exact"})
+    assert rc == 0 and swap["changed"] and [w["url"] for w in swap["after"]] == [second]
+    before = served(logs, first)
+    for _request in range(3):
+        assert complete(router)[0] == 200
+    assert served(logs, first) == before
+    rc, again = run_module("router_workers", {"url": router, "workers": [second], "state": "exact"})
+    assert rc == 0 and not again["changed"]
+
+    dead = "http://127.0.0.1:%d" % free_port()
+    rc, refused = run_module("router_workers", {"url": router, "workers": [dead], "timeout": 3})
+    assert rc == 1 and refused["msg"] == ("the router at %s did not apply the change within 3s: worker %s not "
+                                          "registered (its job: processing)" % (router, dead))
+    assert [w["url"] for w in http("GET", router + "/workers")[1]["workers"]] == [second]
+
+    rc, gone = run_module("router_workers", {"url": router, "workers": [second], "state": "absent"})
+    assert rc == 0 and gone["changed"] and gone["after"] == []
+    assert complete(router)[0] == 503
