@@ -131,7 +131,8 @@ def test_every_artifact_comes_from_the_store_once_per_run(lab):
     assert not list((lab / "local-tmp").glob("*/dflash-*"))             # the run's scratch went with the run
 
     rc, out = deploy(lab)                                                 # the hosts have it all: nothing comes
-    assert rc == 0
+    assert rc == 0, [(t["task"]["name"], r.get("msg")) for play in out["plays"] for t in play["tasks"]
+                     for r in t["hosts"].values() if r.get("failed")]
     assert ran(out, "Bring the bundle from the artifact store to the controller") == []
     assert ran(out, "Bring uv from the artifact store to the controller") == []
     assert [h for h, r in results(out, "Push the bundle") + results(out, "Push uv from the controller")
