@@ -1,0 +1,122 @@
+"""The router's plan: one router per served model, its workers the instances serving it."""
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+_spec = importlib.util.spec_from_file_location(
+    "dflash_router_filter", Path(__file__).resolve().parents[4] / "plugins" / "filter" / "router.py")
+mod = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(mod)
+
+INSTANCES = [
+    {"name": "q1", "port": 30001, "served_model_name": "qwen3-8b"},
+    {"name": "q2", "port": 30002, "served_model_name": "qwen3-8b"},
+    {"name": "l1", "port": 30011, "served_model_name": "llama"},
+]
+MODELS = {"qwen3-8b": {"port": 30000, "prometheus_port": 29000, "policy": "round_robin"},
+          "llama": {"port": 30010, "prometheus_port": 29001}}
+
+
+def test_managed_plan_groups_the_instances_by_served_model():
+    assert mod.router_plan(INSTANCES, MODELS) == [
+        {"model": "llama", "unit": "llama", "policy": "round_robin", "workers": ["http://127.0.0.1:30011"],
+         "port": 30010, "prometheus_port": 29001, "url": "http://127.0.0.1:30010"},
+        {"model": "qwen3-8b", "unit": "qwen3-8b", "policy": "round_robin",
+         "workers": ["http://127.0.0.1:30001", "http://127.0.0.1:30002"],
+         "port": 30000, "prometheus_port": 29000, "url": "http://127.0.0.1:30000"},
+    ]
+
+
+def test_grouping_by_router_url():
+    plan = mod.router_plan(INSTANCES, MODELS)
+    assert mod.router_workers_by_url(plan) == {
+        "http://127.0.0.1:30000": ["http://127.0.0.1:30001", "http://127.0.0.1:30002"],
+        "http://127.0.0.1:30010": ["http://127.0.0.1:30011"],
+    }
+
+
+def test_external_routers_sharing_a_url_get_every_model_s_workers():
+    plan = mod.router_plan(INSTANCES, {}, "external", "http://192.0.2.5:30000/", "192.0.2.10")
+    assert [p["url"] for p in plan] == ["http://192.0.2.5:30000", "http://192.0.2.5:30000"]
+    assert "port" not in plan[0]
+    assert mod.router_workers_by_url(plan) == {"http://192.0.2.5:30000": [
+        "http://192.0.2.10:30001", "http://192.0.2.10:30002", "http://192.0.2.10:30011"]}
+
+
+def test_external_model_url_wins_over_the_shared_one():
+    plan = mod.router_plan(INSTANCES, {"llama": {"url": "http://192.0.2.6:8000"}}, "external", "http://192.0.2.5:30000")
+    assert {p["model"]: p["url"] for p in plan} == {"llama": "http://192.0.2.6:8000",
+                                                   "qwen3-8b": "http://192.0.2.5:30000"}
+
+
+def test_no_instances_no_router():
+    assert mod.router_plan([], MODELS) == []
+    assert mod.router_workers_by_url([]) == {}
+
+
+def test_a_worker_port_counts_once():
+    twice = INSTANCES[:1] + [dict(INSTANCES[0], name="q1b")]
+    assert mod.router_plan(twice, MODELS)[0]["workers"] == ["http://127.0.0.1:30001"]
+
+
+@pytest.mark.parametrize("models, message", [
+    ({"qwen3-8b": MODELS["qwen3-8b"]}, "served model 'llama' has no entry in sglang_router_models"),
+    ({**MODELS, "llama": {"port": 30010}}, "sglang_router_models['llama'].prometheus_port None is not a port"),
+    ({**MODELS, "llama": {"port": 30001, "prometheus_port": 29001}},
+     "sglang_router_models['llama'].port 30001 is also the port of instance q1"),
+    ({**MODELS, "llama": {"port": 30010, "prometheus_port": 29000}},
+     "sglang_router_models['qwen3-8b'].prometheus_port 29000 is also the port of the router of 'llama' "
+     "(prometheus_port)"),
+    ({**MODELS, "llama": {"port": 30010, "prometheus_port": 29001, "policy": "fastest"}},
+     "sglang_router_models['llama'].policy 'fastest' is not one of"),
+    ({**MODELS, "llama": {"port": "x", "prometheus_port": 29001}},
+     "sglang_router_models['llama'].port 'x' is not a port"),
+    ({**MODELS, "llama": {"port": True, "prometheus_port": 29001}},
+     "sglang_router_models['llama'].port True is not a port"),
+    ({**MODELS, "llama": "30010"}, "sglang_router_models['llama'] must be a mapping"),
+])
+def test_managed_errors_name_the_model_and_the_key(models, message):
+    errors = mod.router_errors(INSTANCES, models)
+    assert len(errors) == 1 and errors[0].startswith(message), errors
+    with pytest.raises(ValueError, match="sglang_router_models"):
+        mod.router_plan(INSTANCES, models)
+
+
+def test_digits_are_ports_too():
+    models = {**MODELS, "llama": {"port": "30010", "prometheus_port": "29001"}}
+    assert mod.router_errors(INSTANCES, models) == []
+    assert mod.router_plan(INSTANCES, models)[0]["port"] == 30010
+
+
+def test_external_needs_a_url_and_no_ports():
+    assert mod.router_errors(INSTANCES, {}, "external", "") == [
+        "served model 'llama' has no router: set sglang_router_url or sglang_router_models['llama'].url",
+        "served model 'qwen3-8b' has no router: set sglang_router_url or sglang_router_models['qwen3-8b'].url"]
+    assert mod.router_errors(INSTANCES, {}, "external", "http://192.0.2.5:30000") == []
+
+
+def test_unknown_mode_and_missing_model_name():
+    assert mod.router_errors(INSTANCES, MODELS, "sidecar") == [
+        "sglang_router_mode 'sidecar' is not one of managed, external"]
+    errors = mod.router_errors(INSTANCES + [{"name": "x", "port": 30020, "served_model_name": ""}], MODELS)
+    assert errors == ["instance(s) x have no served_model_name: the router groups its workers by it"]
+    assert mod.router_errors(INSTANCES, ["qwen3-8b"]) == [
+        "sglang_router_models must be a mapping {served_model_name: {port, prometheus_port, policy}}"]
+
+
+@pytest.mark.parametrize("name, unit", [
+    ("qwen3-8b-dflash", "qwen3-8b-dflash"),
+    ("Qwen/Qwen3-8B", "Qwen\\x2fQwen3-8B"),
+    ("Qwen-Qwen3-8B", "Qwen-Qwen3-8B"),
+    ("a\\b", "a\\x5cb"),
+    ("a b", "a\\x20b"),
+    (".hidden", "\\x2ehidden"),
+    ("a.b_c:d", "a.b_c:d"),
+])
+def test_unit_instance_keeps_unit_name_characters_and_escapes_the_rest(name, unit):
+    assert mod.unit_instance(name) == unit
+    assert mod.router_plan([{"name": "i", "port": 1, "served_model_name": name}],
+                           {name: {"port": 2, "prometheus_port": 3}})[0]["unit"] == unit
