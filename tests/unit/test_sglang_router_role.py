@@ -37,7 +37,7 @@ def settings(unit: str) -> dict:
     out: dict = {}
     for line in unit.splitlines():
         if "=" in line and not line.startswith("#"):
-            key, _, value = line.partition("=")
+            key, value = line.split("=", 1)
             out.setdefault(key, []).append(value)
     return out
 

@@ -48,8 +48,8 @@ def test_external_routers_sharing_a_url_get_every_model_s_workers():
 
 def test_external_model_url_wins_over_the_shared_one():
     plan = mod.router_plan(INSTANCES, {"llama": {"url": "http://192.0.2.6:8000"}}, "external", "http://192.0.2.5:30000")
-    assert {p["model"]: p["url"] for p in plan} == {"llama": "http://192.0.2.6:8000",
-                                                   "qwen3-8b": "http://192.0.2.5:30000"}
+    assert {p["model"]: p["url"] for p in plan} == {
+        "llama": "http://192.0.2.6:8000", "qwen3-8b": "http://192.0.2.5:30000"}
 
 
 def test_no_instances_no_router():

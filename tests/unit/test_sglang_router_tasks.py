@@ -1,0 +1,91 @@
+"""The sglang_router role as a deploy runs it, on this machine, in external mode against a stand-in of the
+router's worker API (tests/support/router_standin.py): off, it sends the router nothing; on, the router's
+workers become the instances of its served model, and a second run changes nothing; check mode only reads;
+a setting that cannot work stops the role before any request. The managed mode's install and units are
+the lab's to prove (they need systemd and an index)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from router_standin import router_standin
+
+REPO = Path(__file__).resolve().parents[2]
+INSTANCES = [{"name": "q1", "port": 30001, "served_model_name": "qwen3-8b", "state": "present"},
+             {"name": "q2", "port": 30002, "served_model_name": "qwen3-8b", "state": "present"}]
+WORKERS = ["http://127.0.0.1:30001", "http://127.0.0.1:30002"]
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory):
+    root = tmp_path_factory.mktemp("sglang-router")
+    coll = root / "collections" / "ansible_collections" / "dflash" / "deploy"
+    (coll / "roles").mkdir(parents=True)
+    for name in ("plugins", "meta"):
+        (coll / name).symlink_to(REPO / name)
+    for role in ("host_layout", "instances", "sglang_router"):
+        (coll / "roles" / role).symlink_to(REPO / "roles" / role)
+    (root / "ansible.cfg").write_text(f"[defaults]\ncollections_path = {root / 'collections'}\n"
+                                      "retry_files_enabled = false\n")
+    return root
+
+
+def run(root: Path, variables: dict, check: bool = False):
+    """The role included as deploy_dflash.yml includes it; (rc, the localhost stats, output)."""
+    play = [{"name": "The router", "hosts": "localhost", "gather_facts": False,
+             "vars": {"_sglang_service_present": INSTANCES, **variables}, "tasks": [
+                 {"name": "Router", "ansible.builtin.include_role": {
+                     "name": "dflash.deploy.sglang_router", "apply": {"tags": ["router"]}},
+                  "when": "sglang_router_enabled | default(false) | bool"}]}]
+    (root / "play.yml").write_text(yaml.safe_dump(play))
+    env = dict(os.environ, ANSIBLE_CONFIG=str(root / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
+               ANSIBLE_STDOUT_CALLBACK="ansible.posix.json", ANSIBLE_DEPRECATION_WARNINGS="false",
+               ANSIBLE_LOCALHOST_WARNING="false", ANSIBLE_INVENTORY_UNPARSED_WARNING="false")
+    env.pop("ANSIBLE_COLLECTIONS_PATH", None)
+    proc = subprocess.run([str(REPO / ".venv" / "bin" / "ansible-playbook"), "-i", "localhost,", "-c", "local",
+                           "-e", f"ansible_python_interpreter={sys.executable}", str(root / "play.yml")]
+                          + (["--check"] if check else []),
+                          cwd=root, env=env, capture_output=True, text=True, timeout=300, check=False)
+    out = json.loads(proc.stdout[proc.stdout.index("{"):])
+    return proc.returncode, out["stats"]["localhost"], proc.stdout
+
+
+def test_off_by_default_it_sends_the_router_nothing(root):
+    with router_standin() as (url, router):
+        old = router.register("http://127.0.0.1:39999")
+        rc, stats, out = run(root, {"sglang_router_mode": "external", "sglang_router_url": url})
+        assert rc == 0, out[-3000:]
+        assert stats["changed"] == 0 and router.requests == [] and list(router.workers) == [old]
+
+
+def test_external_router_gets_exactly_the_instances_and_a_rerun_changes_nothing(root):
+    on = {"sglang_router_enabled": True, "sglang_router_mode": "external", "sglang_router_url": ""}
+    with router_standin() as (url, router):
+        router.register("http://127.0.0.1:39999")  # an old instance, gone from the list
+        on["sglang_router_url"] = url
+        rc, stats, out = run(root, on, check=True)
+        assert rc == 0, out[-3000:]
+        assert all(req[0] == "GET" for req in router.requests), router.requests  # check mode only reads
+        assert router.urls() == ["http://127.0.0.1:39999"]
+        rc, stats, out = run(root, on)
+        assert rc == 0, out[-3000:]
+        assert stats["changed"] == 1 and sorted(router.urls()) == WORKERS
+        router.requests.clear()
+        rc, stats, out = run(root, on)
+        assert rc == 0 and stats["changed"] == 0, out[-3000:]
+        assert [req[0] for req in router.requests] == ["GET"] and sorted(router.urls()) == WORKERS
+
+
+def test_a_setting_that_cannot_work_stops_before_any_request(root):
+    with router_standin() as (url, router):
+        rc, stats, out = run(root, {"sglang_router_enabled": True, "sglang_router_mode": "managed",
+                                    "sglang_router_models": {"qwen3-8b": {"port": 30001, "prometheus_port": 29000}}})
+        assert rc != 0 and stats["failures"] == 1
+        assert ("the router was not changed: sglang_router_models['qwen3-8b'].port 30001 is also the port of "
+                "instance q1") in out
+        assert router.requests == []
