@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from role_collection import role_collection
 
 REPO = Path(__file__).resolve().parents[2]
 HOSTS = ("h1", "h2", "h3")
@@ -39,14 +40,7 @@ def tar_of(path: Path, members: dict[str, bytes]) -> None:
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
     root = tmp_path_factory.mktemp("store-host")
-    coll = root / "collections" / "ansible_collections" / "dflash" / "deploy"
-    (coll / "roles").mkdir(parents=True)
-    (coll / "playbooks").mkdir()
-    for name in ("plugins", "meta"):
-        (coll / name).symlink_to(REPO / name)
-    (coll / "playbooks" / "tasks").symlink_to(REPO / "playbooks" / "tasks")
-    for role in ("host_layout", "dflash_overlay", "cuda_overlay", "sglang_venv"):
-        (coll / "roles" / role).symlink_to(REPO / "roles" / role)
+    coll = role_collection(root, ("host_layout", "dflash_overlay", "cuda_overlay", "sglang_venv"), playbook_tasks=True)
     store = root / "store"
     store.mkdir()
     tar_of(store / "cuda-cu130.tar", {"MANIFEST.json": b'{"members": ["torch/__init__.py"]}',
@@ -69,8 +63,6 @@ def lab(tmp_path_factory):
                 "name": "dflash.deploy.cuda_overlay", "tasks_from": "stage"}},
             {"name": "Push uv", "ansible.builtin.include_role": {
                 "name": "dflash.deploy.sglang_venv", "tasks_from": "uv"}}]}]))
-    (root / "ansible.cfg").write_text(f"[defaults]\ncollections_path = {root / 'collections'}\n"
-                                      "retry_files_enabled = false\n")
     return root
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from role_collection import role_collection
 
 REPO = Path(__file__).resolve().parents[2]
 HOSTS = ("h1", "h2", "h3")
@@ -28,12 +29,7 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the roles write root:
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     root = tmp_path_factory.mktemp("pack-once")
-    coll = root / "collections" / "ansible_collections" / "dflash" / "deploy"
-    (coll / "roles").mkdir(parents=True)
-    for name in ("plugins", "meta"):
-        (coll / name).symlink_to(REPO / name)
-    for role in ("host_layout", "dflash_overlay", "sglang_venv"):
-        (coll / "roles" / role).symlink_to(REPO / "roles" / role)
+    role_collection(root, ("host_layout", "dflash_overlay", "sglang_venv"))
 
     tree = root / "tree" / "python"
     (tree / "sglang" / "srt").mkdir(parents=True)
@@ -61,8 +57,6 @@ def run(tmp_path_factory):
                 "name": "dflash.deploy.dflash_overlay", "tasks_from": "stage"}},
             {"name": "Push the wheelhouse", "ansible.builtin.include_role": {
                 "name": "dflash.deploy.sglang_venv", "tasks_from": "wheelhouse"}}]}]))
-    (root / "ansible.cfg").write_text(f"[defaults]\ncollections_path = {root / 'collections'}\n"
-                                      "retry_files_enabled = false\n")
     env = dict(os.environ, ANSIBLE_CONFIG=str(root / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
                ANSIBLE_STDOUT_CALLBACK="ansible.posix.json", ANSIBLE_DEPRECATION_WARNINGS="false",
                ANSIBLE_LOCAL_TEMP=str(root / "local-tmp"))

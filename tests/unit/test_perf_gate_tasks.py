@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 from perf_server import sglang_stream
+from role_collection import role_collection
 
 REPO = Path(__file__).resolve().parents[2]
 STEPS = (1, 2, 2, 2, 1)  # 8 tokens, 4 verify steps
@@ -28,19 +29,12 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the record is written
 @pytest.fixture(scope="module")
 def layout(tmp_path_factory):
     root = tmp_path_factory.mktemp("perf-gate")
-    coll = root / "collections" / "ansible_collections" / "dflash" / "deploy"
-    (coll / "roles").mkdir(parents=True)
-    for name in ("plugins", "meta"):
-        (coll / name).symlink_to(REPO / name)
-    for role in ("host_layout", "instances", "sglang_service"):
-        (coll / "roles" / role).symlink_to(REPO / "roles" / role)
+    role_collection(root, ("host_layout", "instances", "sglang_service"))
     for rel in ("r1", "r2", "r3"):
         (root / "opt" / "releases" / rel / ".dflash-release").mkdir(parents=True)
     (root / "etc").mkdir()
     for name in ("qwen3-8b", "probe"):
         (root / "etc" / f"{name}.env").write_text("SGLANG_API_KEY=\n")
-    (root / "ansible.cfg").write_text(f"[defaults]\ncollections_path = {root / 'collections'}\n"
-                                      "retry_files_enabled = false\n")
     return root
 
 

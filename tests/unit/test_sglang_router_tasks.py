@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from role_collection import role_collection
 from router_standin import router_standin
 
 REPO = Path(__file__).resolve().parents[2]
@@ -24,14 +25,7 @@ WORKERS = ["http://127.0.0.1:30001", "http://127.0.0.1:30002"]
 @pytest.fixture(scope="module")
 def root(tmp_path_factory):
     root = tmp_path_factory.mktemp("sglang-router")
-    coll = root / "collections" / "ansible_collections" / "dflash" / "deploy"
-    (coll / "roles").mkdir(parents=True)
-    for name in ("plugins", "meta"):
-        (coll / name).symlink_to(REPO / name)
-    for role in ("host_layout", "instances", "sglang_router"):
-        (coll / "roles" / role).symlink_to(REPO / "roles" / role)
-    (root / "ansible.cfg").write_text(f"[defaults]\ncollections_path = {root / 'collections'}\n"
-                                      "retry_files_enabled = false\n")
+    role_collection(root, ("host_layout", "instances", "sglang_router"))
     return root
 
 
