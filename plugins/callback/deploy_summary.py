@@ -48,6 +48,7 @@ import time
 from ansible import constants as C
 from ansible import context
 from ansible.plugins.callback import CallbackBase
+from ansible_collections.dflash.deploy.plugins.module_utils.perf.gate import number
 
 REPORT_FACT = "dflash_deploy_report"
 MAX_JOURNAL_LINES = 8
@@ -122,25 +123,18 @@ def journal_lines(result: dict) -> list:
     return [str(line) for line in lines][-MAX_JOURNAL_LINES:]
 
 
-def _figure(value, digits=None) -> str:
-    value = float(value)
-    if digits is not None:
-        return f"{value:.{digits}f}"
-    return f"{value:.0f}" if abs(value) >= 100 else f"{value:.1f}" if abs(value) >= 10 else f"{value:.2f}"
-
-
 def figures_text(figures) -> str:
     """An instance's measured figures in one phrase: time to first token, inter-token latency,
     output tokens per second and, with a speculative algorithm, tokens per verify step."""
     figures = figures if isinstance(figures, dict) else {}
     parts = []
-    for key, label, unit, digits in (("ttft_ms", "time to first token", " ms", None),
-                                     ("itl_ms", "inter-token latency", " ms", None),
-                                     ("output_tokens_per_s", "", " tokens/s", None),
-                                     ("acceptance", "acceptance", " tokens per verify step", 2)):
+    for key, label, unit in (("ttft_ms", "time to first token", " ms"),
+                             ("itl_ms", "inter-token latency", " ms"),
+                             ("output_tokens_per_s", "", " tokens/s"),
+                             ("acceptance", "acceptance", " tokens per verify step")):
         value = figures.get(key)
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            parts.append(f"{label + ' ' if label else ''}{_figure(value, digits)}{unit}")
+            parts.append(f"{label + ' ' if label else ''}{number(value)}{unit}")
     return ", ".join(parts)
 
 

@@ -18,6 +18,8 @@ from __future__ import annotations
 import base64
 import json
 
+from ansible_collections.dflash.deploy.plugins.module_utils.perf.gate import number
+
 DFLASH_FILES = (
     "sglang/srt/speculative/dflash_worker.py",
     "sglang/srt/speculative/dflash_info.py",
@@ -78,25 +80,17 @@ def venv_column(probe: dict, dflash_found: list, units: dict) -> dict:
 PERF_ROW = "performance record"
 
 
-def _num(value, digits=None) -> str:
-    value = float(value)
-    if digits is not None:
-        return f"{value:.{digits}f}"
-    return f"{value:.0f}" if abs(value) >= 100 else f"{value:.1f}" if abs(value) >= 10 else f"{value:.2f}"
-
-
 def perf_record_text(record) -> str:
     """A performance record (perf_probe's ``record``, as the gate keeps it per release and instance)
     in one line: its figures and when they were measured."""
     if not isinstance(record, dict) or not isinstance(record.get("figures"), dict):
         return "(unreadable record)"
     figs, parts = record["figures"], []
-    for key, label, unit, digits in (("ttft_ms", "TTFT ", " ms", None), ("itl_ms", "ITL ", " ms", None),
-                                     ("output_tokens_per_s", "", " tok/s", None),
-                                     ("acceptance", "acceptance ", "", 2)):
+    for key, label, unit in (("ttft_ms", "TTFT ", " ms"), ("itl_ms", "ITL ", " ms"),
+                             ("output_tokens_per_s", "", " tok/s"), ("acceptance", "acceptance ", "")):
         value = figs.get(key)
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            parts.append(f"{label}{_num(value, digits)}{unit}")
+            parts.append(f"{label}{number(value)}{unit}")
     return (", ".join(parts) or "no figures") + (f" ({record['when']})" if record.get("when") else "")
 
 
