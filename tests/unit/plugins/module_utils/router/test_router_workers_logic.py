@@ -78,7 +78,8 @@ def closed_port():
 
 
 def test_client_speaks_the_worker_api():
-    with router_standin() as (url, router):
+    # the addition stays queued for a second: a loaded machine still asks while it is "processing"
+    with router_standin(delay=1.0) as (url, router):
         wid = C.add_worker(url, A)
         assert C.job_status(url, wid)[0] == "processing"
         result = S.converge(url, [A], "present", timeout=5)  # A registered by the POST above, or waited for
