@@ -176,6 +176,20 @@ class HostRecord:
             self.changed.setdefault(phase, []).append(changed_task)
 
 
+def fast_path_lines(fast_path) -> list:
+    """Whether the run ended after comparing the host with its record (roles/deploy_state), or why
+    it took the full path (the first three reasons)."""
+    if not isinstance(fast_path, dict):
+        return []
+    if fast_path.get("taken"):
+        return ["  fast path: the host is as its last completed deploy left it, and serving; nothing else ran"]
+    reasons = [str(r) for r in fast_path.get("reasons") or [] if r]
+    if not reasons:
+        return []
+    more = f" (+{len(reasons) - 3} more)" if len(reasons) > 3 else ""
+    return [f"  full run: {'; '.join(reasons[:3])}{more}"]
+
+
 def format_host(host: str, rec: HostRecord, check: bool = False) -> list:
     """The lines printed for one host at the end of the run (in check mode: what would change)."""
     timing = ", ".join(f"{p} {s:.0f}s" for p, s in sorted(rec.seconds.items(), key=lambda kv: -kv[1]) if s >= 0.5)
@@ -188,6 +202,7 @@ def format_host(host: str, rec: HostRecord, check: bool = False) -> list:
         if (rec.report or {}).get("release"):
             out.append(f"  running release kept: {rec.report['release']}")
         out += perf_lines((rec.report or {}).get("perf"))
+        out += fast_path_lines((rec.report or {}).get("fast_path"))
         if timing:
             out.append(f"  time: {timing}")
         return out
@@ -205,6 +220,7 @@ def format_host(host: str, rec: HostRecord, check: bool = False) -> list:
             out.append(f"  tasks that {'would change' if check else 'changed'} in {phase}: {shown}")
     elif not report.get("changes"):
         out.append(f"  {verb}: nothing (already converged)")
+    out += fast_path_lines(report.get("fast_path"))
     if timing:
         out.append(f"  time: {timing}")
     for url in report.get("health_url") or []:

@@ -58,7 +58,7 @@ class Fingerprint:
     bytes: int
 
 
-def _kind(st_mode: int) -> str:
+def entry_kind(st_mode: int) -> str:
     if stat.S_ISREG(st_mode):
         return "f"
     if stat.S_ISDIR(st_mode):
@@ -72,7 +72,7 @@ def entry(root: str, rel: str) -> Entry:
     """The Entry for ``rel`` under ``root``, read with lstat (a link is described, not followed)."""
     full = os.path.join(root, rel)
     st = os.lstat(full)
-    kind = _kind(st.st_mode)
+    kind = entry_kind(st.st_mode)
     return Entry(path=rel, kind=kind, mode=stat.S_IMODE(st.st_mode), uid=st.st_uid, gid=st.st_gid,
                  size=st.st_size if kind != "d" else 0, mtime_ns=st.st_mtime_ns if kind != "d" else 0,
                  link=os.readlink(full) if kind == "l" else "")
@@ -90,7 +90,7 @@ def line_of(full: str, rel: str) -> bytes:
 def stat_line(full: str, rel: str, st) -> bytes:
     """``line_of`` for an lstat result the caller already holds (a link's target is read from ``full``)."""
     mode = st.st_mode
-    kind = _kind(mode)
+    kind = entry_kind(mode)
     if kind == "d":
         size = mtime_ns = 0
     else:

@@ -18,8 +18,11 @@ import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
-ROLES = ("host_lock", "host_preflight", "sglang_service", "sglang_venv", "dflash_overlay", "cuda_overlay", "kernel_pin")
-ENTRIES = ("main", "stage", "release", "settings", "prune")
+ROLES = ("host_lock", "host_preflight", "sglang_service", "sglang_venv", "dflash_overlay", "cuda_overlay", "kernel_pin",
+         "deploy_state")
+ENTRIES = ("main", "stage", "release", "settings", "prune", "forget", "record")
+# The stub deploy_state compares nothing: every host takes the full path, with no reason to give.
+NO_FAST_PATH = {"taken": False, "reasons": []}
 FAILURE = "instance qwen3-8b did not become ready on release 5c1e; rolled back\nRuntimeError: injected on h1"
 # What the performance gate reports for an instance it measured (sglang_service_perf).
 PERF = {"release": "5c1e0000aaaabbbb", "status": "passed", "baseline_release": "38daf6d080f8bba8",
@@ -83,15 +86,15 @@ def test_every_host_has_its_report_in_the_runs_stats(stub_collection):
         "h1": {"status": "failed", "failed": {
             "task": "Stub sglang_service main",
             "cause": "instance qwen3-8b did not become ready on release 5c1e; rolled back",
-            "journal": ["RuntimeError: injected on h1"]}, "perf": {}},
+            "journal": ["RuntimeError: injected on h1"]}, "perf": {}, "fast_path": NO_FAST_PATH},
         "h2": {"status": "ok", "release": "5c1e0000aaaabbbb", "health_url": ["http://192.0.2.2:30001/health_generate"],
                "models": ["qwen3-8b-dflash"], "changes": ["release 5c1e0000aaaabbbb is new"],
-               "perf": {"qwen3-8b": PERF}},
+               "perf": {"qwen3-8b": PERF}, "fast_path": NO_FAST_PATH},
         "h3": {"status": "failed", "failed": {
             "task": "Stop before any change (a host of an earlier batch failed)",
             "cause": "not deployed: h1 failed in an earlier batch (1 of 2 hosts tried, 50% > "
                      "deploy_dflash_max_fail_percentage 0%); fix the failure and run the same command again",
-            "journal": []}, "perf": {}}}
+            "journal": []}, "perf": {}, "fast_path": NO_FAST_PATH}}
     stats = out["stats"]
     assert (stats["h1"]["failures"], stats["h2"]["failures"], stats["h3"]["failures"]) == (1, 0, 1), stats
     # The host fails again with the failure's own message: the last failed message of h1 is still it.

@@ -96,6 +96,22 @@ def test_a_rerun_says_nothing_changed():
     assert "  changed: nothing (already converged)" in format_host("ct200", rec)
 
 
+def test_the_fast_path_says_it_ended_there_or_why_the_full_path_ran():
+    rec = HostRecord()
+    rec.report = {"release": "38daf6d080f8bba8", "fast_path": {"taken": True, "reasons": []}}
+    lines = format_host("ct200", rec)
+    assert "  changed: nothing (already converged)" in lines
+    assert "  fast path: the host is as its last completed deploy left it, and serving; nothing else ran" in lines
+    rec.report["fast_path"] = {"taken": False, "reasons": ["a", "b", "c", "d", "e"]}
+    assert "  full run: a; b; c (+2 more)" in format_host("ct200", rec)
+    rec.report["fast_path"] = {"taken": False, "reasons": []}
+    assert not [line for line in format_host("ct200", rec) if "full run" in line or "fast path" in line]
+    failed = HostRecord()
+    failed.failure = {"phase": "sglang_service", "task": "Verify", "cause": "import failed", "journal": []}
+    failed.report = {"status": "failed", "fast_path": {"taken": False, "reasons": ["files of release /r changed"]}}
+    assert "  full run: files of release /r changed" in format_host("ct200", failed)
+
+
 def test_a_failed_host_shows_the_root_cause_and_the_journal():
     rec = converged()
     rec.failure = {"phase": "sglang_service", "task": "Refuse a release that is not verified",
