@@ -168,19 +168,19 @@ def _number(value):
 def router_drains(results: list) -> list:
     """One record per ``worker_drain`` result of drain.yml's loop (its loop variable
     ``_sglang_router_drain_target``): what the drain did, ``error`` the module's message when it failed
-    (the restart then went on without a drain), ``bound`` the timeout it was given."""
+    (the restart then went on without a drain), ``bound`` the timeout it was given (its result's ``timeout``)."""
     out = []
     for res in results or []:
         res = res if isinstance(res, dict) else {}
         target = res.get("_sglang_router_drain_target") or {}
-        args = (res.get("invocation") or {}).get("module_args") or {}
+        bound = res.get("timeout", ((res.get("invocation") or {}).get("module_args") or {}).get("timeout"))
         failed = bool(res.get("failed"))
         out.append({
             "instance": target.get("name"), "model": target.get("model"),
             "router": res.get("router") or target.get("router"), "worker": res.get("worker") or target.get("worker"),
             "registered": bool(res.get("registered")), "removed": bool(res.get("removed")),
             "drained": bool(res.get("drained")), "timed_out": bool(res.get("timed_out")),
-            "seconds": _number(res.get("seconds")) or 0.0, "bound": _number(args.get("timeout")),
+            "seconds": _number(res.get("seconds")) or 0.0, "bound": _number(bound),
             "in_flight": _number(res.get("in_flight")), "reason": res.get("reason"),
             "error": (str(res.get("msg") or "failed") if failed else None),
             "router_answered": bool(res.get("router_answered", not failed)),

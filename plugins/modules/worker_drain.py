@@ -88,6 +88,11 @@ worker:
   returned: always
   type: str
   sample: http://127.0.0.1:30001
+timeout:
+  description: O(timeout), the wait's bound.
+  returned: always
+  type: float
+  sample: 120.0
 router_answered:
   description: Whether the router answered C(GET /workers).
   returned: always

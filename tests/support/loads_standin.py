@@ -3,7 +3,8 @@ SGLang's shape (``{"loads": [...], "aggregate": {"total_running_reqs", "total_wa
 the fixture server's answer, tests/fixtures/python/sglang/srt/entrypoints/http_server.py). Its switches:
 ``running`` and ``waiting`` (the counts it reports; ``running`` may be a list, one value a request, the
 last one kept), ``status`` (a status every request gets instead, 404 for a server without the
-endpoint), ``key`` (the API key it requires, as SGLang with --api-key does)."""
+endpoint), ``key`` (the API key it requires, as SGLang with --api-key does), ``on_request`` (called before
+each answer: a test's look at the moment the instance is asked)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ class Worker:
         self.status = None
         self.key = ""
         self.requests = []  # (path, Authorization header)
+        self.on_request = None  # called with no argument before each answer
         self.lock = threading.Lock()
 
     def count(self):
@@ -45,6 +47,8 @@ def loads_standin():
 
         def do_GET(self):
             state.requests.append((self.path, self.headers.get("Authorization")))
+            if state.on_request is not None:
+                state.on_request()
             if state.status is not None:
                 return self.answer(state.status, {"detail": "stand-in answers %d" % state.status})
             if state.key and self.headers.get("Authorization") != "Bearer " + state.key:
