@@ -110,13 +110,12 @@ def _registered(base, worker, api):
 
 def drain(router, worker, timeout, interval, remove_timeout=60.0, key="", check_mode=False, api=C,
           probe=probe_loads, clock=time.monotonic, sleep=time.sleep):
-    """The module's result: ``router``, ``worker`` (normalized), ``timeout`` (the bound), ``registered`` (whether the router had it),
-    ``removed``, ``changed``, ``drained``, ``timed_out``, ``seconds`` (from the removal to the end of the wait),
-    ``in_flight``, ``reason``,
-    ``router_answered``. A router that does not answer the first ``GET /workers`` at all routes nothing to the
-    worker: nothing is removed or awaited (``router_answered`` false, ``reason`` its error). Raises
-    ValueError for a bad URL and RouterError when the router answered what is not a worker list or refused the
-    removal."""
+    """The module's result: ``router``, ``worker`` (normalized), ``timeout`` (the bound), ``registered``
+    (whether the router had it), ``removed``, ``changed``, ``drained``, ``timed_out``, ``seconds`` (from the
+    removal to the end of the wait), ``in_flight``, ``reason``, ``router_answered``. A router that does not
+    answer the first ``GET /workers`` at all routes nothing to the worker: nothing is removed or awaited
+    (``router_answered`` false, ``reason`` its error). Raises ValueError for a bad URL and RouterError when
+    the router answered what is not a worker list or refused the removal."""
     base, url = W.normalize_url(router), W.normalize_url(worker)
     result = {"router": base, "worker": url, "timeout": timeout, "registered": False, "removed": False,
               "changed": False, "drained": False, "timed_out": False, "seconds": 0.0, "in_flight": None, "reason": None,

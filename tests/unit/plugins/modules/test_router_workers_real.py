@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import shutil
+import socket
 import subprocess
 import sys
 import threading
@@ -25,8 +25,8 @@ from conftest import FIXTURE_OUT, UV
 from module_runner import run_module
 
 VENV = os.environ.get("DFLASH_REAL_ROUTER_VENV", "")
-HTTP_SERVER = Path(__file__).resolve().parents[4] / "tests" / "fixtures" / "python" / "sglang" / "srt" / "entrypoints" / \
-    "http_server.py"
+HTTP_SERVER = (Path(__file__).resolve().parents[4] / "tests" / "fixtures" / "python" / "sglang" / "srt" / "entrypoints"
+               / "http_server.py")
 TOKEN_MS = 50  # each output token after the first takes this long on the fixture servers
 ROUTER_PY = Path(VENV) / "bin" / "python"
 
@@ -83,7 +83,8 @@ def stack(tmp_path):
     subprocess.run([str(UV), "pip", "install", "--quiet", "--python", str(venv / "bin" / "python"), "--no-index",
                     "--find-links", str(FIXTURE_OUT / "wheelhouse"), "sglang==0.5.11", "torch==2.11.0+cu130"],
                    check=True)
-    site = subprocess.run([str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+    site = subprocess.run([str(venv / "bin" / "python"), "-c",
+                           "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                           capture_output=True, text=True, check=True).stdout.strip()
     shutil.copyfile(HTTP_SERVER, Path(site) / "sglang" / "srt" / "entrypoints" / "http_server.py")
     model, dev = tmp_path / "Qwen3-8B", tmp_path / "dev"
