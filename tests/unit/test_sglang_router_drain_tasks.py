@@ -3,9 +3,10 @@ the registration again, the note for the deploy summary), taken from the file as
 machine in external mode against stand-ins of the router's worker API and of the instances' /v1/loads
 (tests/support). With the router on, an instance that is a worker is out of the router while the step
 asks its load, the step ends once nothing runs, and it is registered again; with the router off, neither
-the router nor the instances get a request and the deploy's notes are unchanged. The restart between
-the two steps (the handlers) and the roll-back's registration again (ready_or_roll_back.yml) are the
-lab's to prove: they need systemd and a served model."""
+the router nor the instances get a request and the deploy's notes are unchanged. After a roll-back
+(ready_or_roll_back.yml's and roll_back_one.yml's own steps, the failure left out), the drained instance is
+registered again only when it serves again, and the diagnosis says so. The restart itself (the handlers),
+readiness and the roll-back's restart are the lab's to prove: they need systemd and a served model."""
 from __future__ import annotations
 
 import json
@@ -36,14 +37,15 @@ def root(tmp_path_factory):
     return root
 
 
-def run(root: Path, variables: dict, between=()):
-    """readiness.yml's drain, ``between`` (tasks standing for the restart), its registration again and its
-    note; (rc, the facts the steps left, output)."""
+def run(root: Path, variables: dict, between=(), ready=True):
+    """readiness.yml's drain, ``between`` (tasks standing for the restart) and, when every restarted instance is
+    ``ready``, its registration again and its note (after a roll-back the run fails before them); (rc, the
+    facts the steps left, output)."""
     facts = root / "facts.json"
     facts.unlink(missing_ok=True)
     play = [{"name": "Drain around a restart", "hosts": "localhost", "gather_facts": False,
              "vars": {"sglang_service_config_dir": str(root / "etc"), **variables},
-             "tasks": [DRAIN, *between, REJOIN, NOTE, {
+             "tasks": [DRAIN, *between, *([REJOIN, NOTE] if ready else []), {
                  "name": "Keep the facts", "ansible.builtin.copy": {
                      "dest": str(facts), "mode": "0644",
                      "content": "{{ {'drains': sglang_router_drains | default(None), 'rejoins': sglang_router_rejoins"
@@ -118,3 +120,66 @@ def test_the_bound_lets_the_restart_go_on_and_says_so(root):
         assert facts["changes"][0] == ("router: q1 taken out of %s, NOT drained: 3 requests still in flight at the 1s "
                                        "bound, restarted with them" % url)
         assert router.urls() == [w1]
+
+
+def test_router_settings_that_cannot_work_leave_the_restart_to_go_on_undrained(root):
+    with router_standin() as (url, router), loads_standin() as (w1, one):
+        router.register(w1)
+        rc, facts, out = run(root, {
+            "sglang_router_enabled": True, "sglang_router_mode": "managed", "sglang_router_models": {},
+            "_sglang_service_present": instances(int(w1.rsplit(":", 1)[1]), 30002), "_sglang_service_restart": ["q1"]})
+        assert rc == 0, out[-3000:]
+        assert "not drained: served model 'qwen3-8b' has no entry in sglang_router_models" in out
+        assert router.requests == [] and one.requests == [] and facts["drains"] == []
+
+
+def _named(tasks, name):
+    for task in tasks:
+        if task.get("name") == name:
+            return task
+        for key in ("block", "rescue", "always"):
+            found = _named(task.get(key) or [], name)
+            if found:
+                return found
+    return None
+
+
+ROLL_BACK = yaml.safe_load((REPO / "roles" / "sglang_service" / "tasks" / "ready_or_roll_back.yml").read_text())
+ROLL_BACK_ONE = yaml.safe_load((REPO / "roles" / "sglang_service" / "tasks" / "roll_back_one.yml").read_text())
+START, REJOIN_AFTER_ROLL_BACK, DIAGNOSIS = (_named(ROLL_BACK, n) for n in (
+    "Start the diagnosis", "Register the drained instances that serve again", "Add the router's part to the diagnosis"))
+SAY = _named(ROLL_BACK_ONE, "Say what happened to the instance")
+
+
+@pytest.mark.parametrize("back_healthy", [True, False])
+def test_after_a_roll_back_the_drained_instance_that_serves_again_is_registered_again(root, back_healthy):
+    """ready_or_roll_back.yml's own steps: the diagnosis started, roll_back_one.yml's line for q1 (brought back to
+    its previous release, healthy or not), the registration again of what serves, the router's part of the
+    diagnosis; the failure itself is not run."""
+    with router_standin() as (url, router), loads_standin() as (w1, one):
+        router.register(w1)
+        one.running = 0
+        rolled = {"_sglang_service_instance": {"name": "q1"}, "_unit": "sglang-dflash@q1.service",
+                  "_sglang_service_was_ready": False, "_sglang_service_refusal": "",
+                  "_sglang_service_rollback_to": "/opt/dflash/releases/r1", "_sglang_service_restore": [],
+                  "_sglang_service_untrusted_previous": [], "sglang_service_release_dir": "/opt/dflash/releases/r2",
+                  "_sglang_service_ready_result": {"ready": False, "reason": "not ready within 5s"},
+                  "__sglang_service_rollback_ready": {"ready": back_healthy, "reason": "crashed"}}
+        steps = [START, {**SAY, "vars": {**SAY["vars"], **rolled}}, REJOIN_AFTER_ROLL_BACK, DIAGNOSIS,
+                 {"name": "Keep the diagnosis", "ansible.builtin.copy": {
+                     "dest": str(root / "diagnosis.json"), "mode": "0644",
+                     "content": "{{ {'lines': _sglang_service_rollback_lines,"
+                                " 'serving': _sglang_service_rollback_serving} | to_json }}"}}]
+        rc, facts, out = run(root, {
+            "sglang_router_enabled": True, "sglang_router_mode": "external", "sglang_router_url": url,
+            "_sglang_service_present": instances(int(w1.rsplit(":", 1)[1]), 30002), "_sglang_service_restart": ["q1"]},
+            between=[{"name": "The restart and the roll-back", "block": steps}], ready=False)
+        assert rc == 0, out[-3000:]
+        diagnosis = json.loads((root / "diagnosis.json").read_text())
+        assert diagnosis["serving"] == (["q1"] if back_healthy else [])
+        assert diagnosis["lines"][0].startswith("sglang-dflash@q1.service did not become ready on release r2")
+        assert diagnosis["lines"][1].startswith("router: q1 taken out of %s, drained in " % url)
+        if back_healthy:
+            assert router.urls() == [w1] and diagnosis["lines"][2:] == ["router: q1 registered again with %s" % url]
+        else:  # not serving: not put back in front of clients
+            assert router.urls() == [] and diagnosis["lines"][2:] == []

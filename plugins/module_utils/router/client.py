@@ -52,7 +52,7 @@ def request(router, method, path, body=None, timeout=10.0, opener=None):
         status, raw = exc.code, exc.read(MAX_ANSWER_BYTES)
     except (urllib.error.URLError, OSError, ValueError) as exc:
         raise RouterUnreachable("the router at %s does not answer %s %s: %s"
-                          % (router, method, path, _one_line(getattr(exc, "reason", exc)))) from None
+                                % (router, method, path, _one_line(getattr(exc, "reason", exc)))) from None
     else:
         with resp:
             status, raw = resp.status, resp.read(MAX_ANSWER_BYTES)
