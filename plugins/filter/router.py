@@ -231,7 +231,7 @@ def router_drain_lines(drains: list, rejoins: list | None = None) -> list:
         if d.get("error"):
             lines.append(f"router: {name} was not taken out of {router} ({d['error']}); it restarted without a drain")
         elif not d.get("router_answered"):
-            lines.append(f"router: {router} does not answer; {name} restarted without a drain")
+            lines.append(f"router: {router} does not answer: {name} not drained")
         elif not d.get("registered"):
             continue
         elif not d.get("removed"):

@@ -168,7 +168,7 @@ def test_drains_from_the_module_results_and_their_lines():
         "restarted with them",
         "router: q3 taken out of http://127.0.0.1:30000, NOT drained: its load unknown (GET /v1/loads answered 404) "
         "until the 120s bound, then restarted",
-        "router: http://127.0.0.1:30000 does not answer; q5 restarted without a drain",
+        "router: http://127.0.0.1:30000 does not answer: q5 not drained",
         "router: q6 was not taken out of http://127.0.0.1:30000 (the router at http://127.0.0.1:30000 answered 500 "
         "to GET /workers); it restarted without a drain",
         "router: q7 would be taken out of http://127.0.0.1:30000 and drained (at most 120s) before its restart",
