@@ -168,13 +168,15 @@ def _number(value):
 def router_drains(results: list) -> list:
     """One record per ``worker_drain`` result of drain.yml's loop (its loop variable
     ``_sglang_router_drain_target``): what the drain did, ``error`` the module's message when it failed
-    (the restart then went on without a drain), ``bound`` the timeout it was given (its result's ``timeout``)."""
+    (``failed``, or, under ``failed_when: false``, a result without ``registered``; the restart then went on
+    without a drain), ``bound`` the timeout it was given (its result's ``timeout``)."""
     out = []
     for res in results or []:
         res = res if isinstance(res, dict) else {}
         target = res.get("_sglang_router_drain_target") or {}
         bound = res.get("timeout", ((res.get("invocation") or {}).get("module_args") or {}).get("timeout"))
-        failed = bool(res.get("failed"))
+        # failed_when: false turns `failed` off; a module that failed still has no `registered`
+        failed = bool(res.get("failed")) or "registered" not in res
         out.append({
             "instance": target.get("name"), "model": target.get("model"),
             "router": res.get("router") or target.get("router"), "worker": res.get("worker") or target.get("worker"),
@@ -206,7 +208,7 @@ def router_rejoins(results: list) -> list:
     for res in results or []:
         res = res if isinstance(res, dict) else {}
         item = res.get("item") or {}
-        failed = bool(res.get("failed"))
+        failed = bool(res.get("failed")) or "after" not in res  # as in router_drains: `after` is always returned
         out.append({"router": item.get("key"), "workers": list(item.get("value") or []), "registered": not failed,
                     "error": str(res.get("msg") or "failed") if failed else None})
     return out

@@ -183,3 +183,19 @@ def test_after_a_roll_back_the_drained_instance_that_serves_again_is_registered_
             assert router.urls() == [w1] and diagnosis["lines"][2:] == ["router: q1 registered again with %s" % url]
         else:  # not serving: not put back in front of clients
             assert router.urls() == [] and diagnosis["lines"][2:] == []
+
+
+def test_a_router_variable_that_cannot_work_does_not_stop_the_restart(root):
+    """`current` is switched when the drain runs: a router setting that cannot work leaves the drain out (or
+    fails it alone) and the restart goes on; the router's own step validates it after readiness."""
+    with router_standin() as (url, router), loads_standin() as (w1, one):
+        router.register(w1)
+        rc, facts, out = run(root, {
+            "sglang_router_enabled": True, "sglang_router_mode": "external", "sglang_router_url": url,
+            "sglang_router_drain_timeout": "soon", "sglang_router_workers_state": "sometimes",
+            "_sglang_service_present": instances(int(w1.rsplit(":", 1)[1]), 30002), "_sglang_service_restart": ["q1"]})
+        assert rc == 0, out[-3000:]
+        (drain,) = facts["drains"]
+        assert drain["error"] and "timeout" in drain["error"] and not drain["removed"]
+        assert facts["changes"][0].startswith("router: q1 was not taken out of %s (" % url)
+        assert facts["changes"][0].endswith("; it restarted without a drain") and router.urls() == [w1]

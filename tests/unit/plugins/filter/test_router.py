@@ -145,8 +145,10 @@ def test_drains_from_the_module_results_and_their_lines():
         _result("q3", port=30003, registered=True, removed=True, timed_out=True, seconds=121, in_flight=None,
                 reason="GET /v1/loads answered 404", router_answered=True),
         _result("q4", port=30004, registered=False, router_answered=True),
-        _result("q5", port=30005, router_answered=False, reason="the router ... does not answer"),
-        _result("q6", port=30006, failed=True, msg="the router at http://127.0.0.1:30000 answered 500 to GET /workers"),
+        _result("q5", port=30005, registered=False, router_answered=False, reason="the router ... does not answer"),
+        # failed_when: false leaves `failed` off: a module that failed has no `registered`
+        _result("q6", port=30006, failed=False, failed_when_result=False,
+                msg="the router at http://127.0.0.1:30000 answered 500 to GET /workers"),
         _result("q7", port=30007, registered=True, changed=True, router_answered=True),  # check mode
     ]
     drains = mod.router_drains(results)
@@ -156,8 +158,9 @@ def test_drains_from_the_module_results_and_their_lines():
                          "error": None, "router_answered": True}
     assert drains[5]["error"] and not drains[5]["router_answered"] and not drains[5]["removed"]
     rejoins = mod.router_rejoins([
-        {"item": {"key": "http://127.0.0.1:30000", "value": ["http://127.0.0.1:30001", "http://127.0.0.1:30002"]}},
-        {"item": {"key": "http://127.0.0.1:30010", "value": ["http://127.0.0.1:30003"]}, "failed": True,
+        {"item": {"key": "http://127.0.0.1:30000", "value": ["http://127.0.0.1:30001", "http://127.0.0.1:30002"]},
+         "after": [], "failed": False},
+        {"item": {"key": "http://127.0.0.1:30010", "value": ["http://127.0.0.1:30003"]}, "failed": False,
          "msg": "the router at http://127.0.0.1:30010 refused worker http://127.0.0.1:30003: no"}])
     assert rejoins[0] == {"router": "http://127.0.0.1:30000",
                           "workers": ["http://127.0.0.1:30001", "http://127.0.0.1:30002"], "registered": True,
