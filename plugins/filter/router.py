@@ -11,6 +11,20 @@
     {{ plan | dflash.deploy.router_workers_by_url }}
       ->  {router_url: [worker url, ...]}
 
+Drain before a restart (roles/sglang_router/tasks/drain.yml, rejoin.yml):
+
+    {{ plan | dflash.deploy.router_drain_targets(instances, names, worker_host) }}
+      ->  [{name, model, router, worker}, ...]  (the instances named, in that order, that have a router)
+    {{ worker_drain_results | dflash.deploy.router_drains }}
+      ->  [{instance, model, router, worker, registered, removed, drained, timed_out, seconds, bound,
+            in_flight, reason, error, router_answered}, ...]
+    {{ drains | dflash.deploy.router_rejoin_targets(names) }}
+      ->  {router_url: [worker url, ...]}  (the drained workers of the instances named)
+    {{ router_workers_results | dflash.deploy.router_rejoins }}
+      ->  [{router, workers, registered, error}, ...]
+    {{ drains | dflash.deploy.router_drain_lines(rejoins) }}
+      ->  one line per drain and per registration again, for the deploy summary
+
 managed: the collection runs the router on the host, `http://127.0.0.1:<port>` of
 sglang_router_models[model]; external: the operator's router, sglang_router_models[model].url or
 else sglang_router_url. Workers: `http://<worker_host>:<instance port>`, sorted, once each.
@@ -130,6 +144,119 @@ def router_workers_by_url(plan: list) -> dict:
     return {k: sorted(v) for k, v in sorted(out.items())}
 
 
+def router_drain_targets(plan: list, instances: list, names: list, worker_host: str = "127.0.0.1") -> list:
+    """The instances ``names`` (in that order) that serve a model of ``plan``: each with its model, its
+    router's URL and its worker URL as the plan registers it (``http://<worker_host>:<port>``)."""
+    routers = {item["model"]: item["url"] for item in plan or []}
+    by_name = {str(i.get("name")): i for i in instances or []}
+    out = []
+    for name in names or []:
+        inst = by_name.get(str(name))
+        model = str((inst or {}).get("served_model_name") or "")
+        port = _port((inst or {}).get("port"))
+        if inst is None or model not in routers or port is None:
+            continue
+        out.append({"name": str(name), "model": model, "router": routers[model],
+                    "worker": f"http://{worker_host}:{port}"})
+    return out
+
+
+def _number(value):
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def router_drains(results: list) -> list:
+    """One record per ``worker_drain`` result of drain.yml's loop (its loop variable
+    ``_sglang_router_drain_target``): what the drain did, ``error`` the module's message when it failed
+    (``failed``, or, under ``failed_when: false``, a result without ``registered``; the restart then went on
+    without a drain), ``bound`` the timeout it was given (its result's ``timeout``)."""
+    out = []
+    for res in results or []:
+        res = res if isinstance(res, dict) else {}
+        target = res.get("_sglang_router_drain_target") or {}
+        bound = res.get("timeout", ((res.get("invocation") or {}).get("module_args") or {}).get("timeout"))
+        # failed_when: false turns `failed` off; a module that failed still has no `registered`
+        failed = bool(res.get("failed")) or "registered" not in res
+        out.append({
+            "instance": target.get("name"), "model": target.get("model"),
+            "router": res.get("router") or target.get("router"), "worker": res.get("worker") or target.get("worker"),
+            "registered": bool(res.get("registered")), "removed": bool(res.get("removed")),
+            "drained": bool(res.get("drained")), "timed_out": bool(res.get("timed_out")),
+            "seconds": _number(res.get("seconds")) or 0.0, "bound": _number(bound),
+            "in_flight": _number(res.get("in_flight")), "reason": res.get("reason"),
+            "error": (str(res.get("msg") or "failed") if failed else None),
+            "router_answered": bool(res.get("router_answered", not failed)),
+        })
+    return out
+
+
+def router_rejoin_targets(drains: list, names: list) -> dict:
+    """{router url: [worker url, ...]}: the workers drained out of their router (``removed``) whose instance is
+    one of ``names``."""
+    wanted = {str(n) for n in names or []}
+    out: dict = {}
+    for d in drains or []:
+        if d.get("removed") and str(d.get("instance")) in wanted:
+            out.setdefault(d["router"], set()).add(d["worker"])
+    return {k: sorted(v) for k, v in sorted(out.items())}
+
+
+def router_rejoins(results: list) -> list:
+    """One record per ``router_workers`` result of rejoin.yml's loop (its loop item ``{key: router, value:
+    workers}``): ``registered`` whether the workers are registered again, ``error`` why not."""
+    out = []
+    for res in results or []:
+        res = res if isinstance(res, dict) else {}
+        item = res.get("item") or {}
+        failed = bool(res.get("failed")) or "after" not in res  # as in router_drains: `after` is always returned
+        out.append({"router": item.get("key"), "workers": list(item.get("value") or []), "registered": not failed,
+                    "error": str(res.get("msg") or "failed") if failed else None})
+    return out
+
+
+def _seconds(value) -> str:
+    value = _number(value) or 0.0
+    return ("%.1f" % value).rstrip("0").rstrip(".") + "s"
+
+
+def _requests(count) -> str:
+    return "1 request" if count == 1 else f"{count} requests"
+
+
+def router_drain_lines(drains: list, rejoins: list | None = None) -> list:
+    """The drains and the registrations again in words, one line each (``router: ...``), for the deploy summary
+    and a roll-back's diagnosis. A worker the router did not have says nothing."""
+    lines = []
+    for d in drains or []:
+        name, router = d.get("instance"), d.get("router")
+        bound = _seconds(d.get("bound")) if d.get("bound") is not None else "its"
+        if d.get("error"):
+            lines.append(f"router: {name} was not taken out of {router} ({d['error']}); it restarted without a drain")
+        elif not d.get("router_answered"):
+            lines.append(f"router: {router} does not answer: {name} not drained")
+        elif not d.get("registered"):
+            continue
+        elif not d.get("removed"):
+            lines.append(f"router: {name} would be taken out of {router} and drained (at most {bound}) before its "
+                         "restart")
+        elif d.get("drained"):
+            lines.append(f"router: {name} taken out of {router}, drained in {_seconds(d.get('seconds'))}")
+        elif d.get("in_flight") is not None:
+            lines.append(f"router: {name} taken out of {router}, NOT drained: {_requests(d['in_flight'])} still in "
+                         f"flight at the {bound} bound, restarted with them")
+        else:
+            lines.append(f"router: {name} taken out of {router}, NOT drained: its load unknown "
+                         f"({d.get('reason') or 'no answer'}) until the {bound} bound, then restarted")
+    named = {(d.get("router"), d.get("worker")): d.get("instance") for d in drains or []}
+    for r in rejoins or []:
+        workers = ", ".join(str(named.get((r.get("router"), w)) or w) for w in r.get("workers") or [])
+        if r.get("registered"):
+            lines.append(f"router: {workers} registered again with {r.get('router')}")
+        else:
+            lines.append(f"router: {workers} NOT registered again with {r.get('router')}: {r.get('error')}")
+    return lines
+
+
 class FilterModule:
     def filters(self):
         return {
@@ -137,4 +264,9 @@ class FilterModule:
             "router_plan": router_plan,
             "router_workers_by_url": router_workers_by_url,
             "router_unit_instance": unit_instance,
+            "router_drain_targets": router_drain_targets,
+            "router_drains": router_drains,
+            "router_rejoin_targets": router_rejoin_targets,
+            "router_rejoins": router_rejoins,
+            "router_drain_lines": router_drain_lines,
         }

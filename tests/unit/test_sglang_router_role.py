@@ -115,6 +115,6 @@ def test_the_deploy_runs_the_role_only_when_enabled_and_after_the_service():
     assert block["when"] == "sglang_router_enabled | bool"
 
 
-@pytest.mark.parametrize("phase", ["install.yml", "service.yml", "register.yml", "plan.yml"])
+@pytest.mark.parametrize("phase", ["install.yml", "service.yml", "register.yml", "plan.yml", "drain.yml", "rejoin.yml"])
 def test_no_jinja_loop_in_the_task_files(phase):
     assert "{%" not in (ROLE / "tasks" / phase).read_text()

@@ -25,6 +25,10 @@ class RouterError(Exception):
     """The router did not answer, or answered what the module cannot use; the message is one line."""
 
 
+class RouterUnreachable(RouterError):
+    """The router did not answer at all (refused, timed out, no route): nothing reaches it."""
+
+
 def _one_line(text, limit=300):
     text = " ".join(str(text).split())
     return text if len(text) <= limit else text[:limit] + "..."
@@ -47,8 +51,8 @@ def request(router, method, path, body=None, timeout=10.0, opener=None):
     except urllib.error.HTTPError as exc:
         status, raw = exc.code, exc.read(MAX_ANSWER_BYTES)
     except (urllib.error.URLError, OSError, ValueError) as exc:
-        raise RouterError("the router at %s does not answer %s %s: %s"
-                          % (router, method, path, _one_line(getattr(exc, "reason", exc)))) from None
+        raise RouterUnreachable("the router at %s does not answer %s %s: %s"
+                                % (router, method, path, _one_line(getattr(exc, "reason", exc)))) from None
     else:
         with resp:
             status, raw = resp.status, resp.read(MAX_ANSWER_BYTES)

@@ -120,3 +120,74 @@ def test_unit_instance_keeps_unit_name_characters_and_escapes_the_rest(name, uni
     assert mod.unit_instance(name) == unit
     assert mod.router_plan([{"name": "i", "port": 1, "served_model_name": name}],
                            {name: {"port": 2, "prometheus_port": 3}})[0]["unit"] == unit
+
+
+def test_drain_targets_are_the_named_instances_with_a_router():
+    plan = mod.router_plan(INSTANCES, MODELS)
+    instances = INSTANCES + [{"name": "x", "port": 30099, "served_model_name": "no-router"}]
+    assert mod.router_drain_targets(plan, instances, ["q2", "l1", "x", "gone"], "192.0.2.10") == [
+        {"name": "q2", "model": "qwen3-8b", "router": "http://127.0.0.1:30000", "worker": "http://192.0.2.10:30002"},
+        {"name": "l1", "model": "llama", "router": "http://127.0.0.1:30010", "worker": "http://192.0.2.10:30011"}]
+    assert mod.router_drain_targets(plan, INSTANCES, []) == []
+
+
+def _result(name, router="http://127.0.0.1:30000", port=30001, **res):
+    target = {"name": name, "model": "qwen3-8b", "router": router, "worker": "http://127.0.0.1:%d" % port}
+    return {"_sglang_router_drain_target": target, "invocation": {"module_args": {"timeout": 120.0}}, **res}
+
+
+def test_drains_from_the_module_results_and_their_lines():
+    results = [
+        _result("q1", registered=True, removed=True, drained=True, seconds=3.24, in_flight=0,
+                router="http://127.0.0.1:30000", worker="http://127.0.0.1:30001", router_answered=True),
+        _result("q2", port=30002, registered=True, removed=True, timed_out=True, seconds=120.3, in_flight=2,
+                router_answered=True),
+        _result("q3", port=30003, registered=True, removed=True, timed_out=True, seconds=121, in_flight=None,
+                reason="GET /v1/loads answered 404", router_answered=True),
+        _result("q4", port=30004, registered=False, router_answered=True),
+        _result("q5", port=30005, registered=False, router_answered=False, reason="the router ... does not answer"),
+        # failed_when: false leaves `failed` off: a module that failed has no `registered`
+        _result("q6", port=30006, failed=False, failed_when_result=False,
+                msg="the router at http://127.0.0.1:30000 answered 500 to GET /workers"),
+        _result("q7", port=30007, registered=True, changed=True, router_answered=True),  # check mode
+    ]
+    drains = mod.router_drains(results)
+    assert drains[0] == {"instance": "q1", "model": "qwen3-8b", "router": "http://127.0.0.1:30000",
+                         "worker": "http://127.0.0.1:30001", "registered": True, "removed": True, "drained": True,
+                         "timed_out": False, "seconds": 3.24, "bound": 120.0, "in_flight": 0, "reason": None,
+                         "error": None, "router_answered": True}
+    assert drains[5]["error"] and not drains[5]["router_answered"] and not drains[5]["removed"]
+    rejoins = mod.router_rejoins([
+        {"item": {"key": "http://127.0.0.1:30000", "value": ["http://127.0.0.1:30001", "http://127.0.0.1:30002"]},
+         "after": [], "failed": False},
+        {"item": {"key": "http://127.0.0.1:30010", "value": ["http://127.0.0.1:30003"]}, "failed": False,
+         "msg": "the router at http://127.0.0.1:30010 refused worker http://127.0.0.1:30003: no"}])
+    assert rejoins[0] == {"router": "http://127.0.0.1:30000",
+                          "workers": ["http://127.0.0.1:30001", "http://127.0.0.1:30002"], "registered": True,
+                          "error": None}
+    assert mod.router_drain_lines(drains, rejoins) == [
+        "router: q1 taken out of http://127.0.0.1:30000, drained in 3.2s",
+        "router: q2 taken out of http://127.0.0.1:30000, NOT drained: 2 requests still in flight at the 120s bound, "
+        "restarted with them",
+        "router: q3 taken out of http://127.0.0.1:30000, NOT drained: its load unknown (GET /v1/loads answered 404) "
+        "until the 120s bound, then restarted",
+        "router: http://127.0.0.1:30000 does not answer: q5 not drained",
+        "router: q6 was not taken out of http://127.0.0.1:30000 (the router at http://127.0.0.1:30000 answered 500 "
+        "to GET /workers); it restarted without a drain",
+        "router: q7 would be taken out of http://127.0.0.1:30000 and drained (at most 120s) before its restart",
+        "router: q1, q2 registered again with http://127.0.0.1:30000",
+        "router: http://127.0.0.1:30003 NOT registered again with http://127.0.0.1:30010: the router at "
+        "http://127.0.0.1:30010 refused worker http://127.0.0.1:30003: no",
+    ]
+    assert mod.router_drain_lines([]) == [] and mod.router_drain_lines(None, None) == []
+
+
+def test_rejoin_targets_are_the_drained_workers_of_the_named_instances():
+    drains = [{"instance": "q1", "router": "http://r:1", "worker": "http://127.0.0.1:30001", "removed": True},
+              {"instance": "q2", "router": "http://r:1", "worker": "http://127.0.0.1:30002", "removed": True},
+              {"instance": "q3", "router": "http://r:1", "worker": "http://127.0.0.1:30003", "removed": False},
+              {"instance": "l1", "router": "http://r:2", "worker": "http://127.0.0.1:30011", "removed": True}]
+    assert mod.router_rejoin_targets(drains, ["q2", "q1", "q3", "l1"]) == {
+        "http://r:1": ["http://127.0.0.1:30001", "http://127.0.0.1:30002"], "http://r:2": ["http://127.0.0.1:30011"]}
+    assert mod.router_rejoin_targets(drains, ["q2"]) == {"http://r:1": ["http://127.0.0.1:30002"]}
+    assert mod.router_rejoin_targets(drains, []) == {} and mod.router_rejoin_targets(None, ["q1"]) == {}

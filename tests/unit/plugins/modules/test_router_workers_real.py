@@ -1,15 +1,20 @@
 """router_workers against the real SGLang router (sglang-router, read from 0.3.2) on 127.0.0.1, its workers
 two fixture SGLang servers (fixture sglang 0.5.11 on the fixture driver's cards): workers added, a request
 through the router reaching both, an exact swap whose traffic then reaches only the new one, check mode,
-a worker that never answers, removal of the last. Skipped unless DFLASH_REAL_ROUTER_VENV names a venv where
+a worker that never answers, removal of the last; and worker_drain: a worker taken out while a request through the
+router runs on it, the request finishing, the wait ending once the worker's /v1/loads shows nothing running, the
+worker registered again. The fixture servers are this checkout's (its http_server.py put in place of the
+wheelhouse's, which may predate /v1/loads). Skipped unless DFLASH_REAL_ROUTER_VENV names a venv where
 ``import sglang_router`` works (docs/testing.md, "The real router")."""
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -20,6 +25,9 @@ from conftest import FIXTURE_OUT, UV
 from module_runner import run_module
 
 VENV = os.environ.get("DFLASH_REAL_ROUTER_VENV", "")
+HTTP_SERVER = (Path(__file__).resolve().parents[4] / "tests" / "fixtures" / "python" / "sglang" / "srt" / "entrypoints"
+               / "http_server.py")
+TOKEN_MS = 50  # each output token after the first takes this long on the fixture servers
 ROUTER_PY = Path(VENV) / "bin" / "python"
 
 
@@ -75,6 +83,10 @@ def stack(tmp_path):
     subprocess.run([str(UV), "pip", "install", "--quiet", "--python", str(venv / "bin" / "python"), "--no-index",
                     "--find-links", str(FIXTURE_OUT / "wheelhouse"), "sglang==0.5.11", "torch==2.11.0+cu130"],
                    check=True)
+    site = subprocess.run([str(venv / "bin" / "python"), "-c",
+                           "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    shutil.copyfile(HTTP_SERVER, Path(site) / "sglang" / "srt" / "entrypoints" / "http_server.py")
     model, dev = tmp_path / "Qwen3-8B", tmp_path / "dev"
     model.mkdir()
     dev.mkdir()
@@ -95,7 +107,8 @@ def stack(tmp_path):
             log = tmp_path / ("worker-%d.log" % port)
             env = {k: v for k, v in os.environ.items() if not k.startswith(("SGLANG_", "FAKE_", "CUDA_"))}
             env.update(HOME=str(tmp_path), CUDA_VISIBLE_DEVICES=str(gpu), DFLASH_FIXTURE_GPU_CONFIG=str(conf),
-                       LD_LIBRARY_PATH=str(FIXTURE_OUT / "driver" / "lib"), SGLANG_FIXTURE_STARTUP_DELAY="0")
+                       LD_LIBRARY_PATH=str(FIXTURE_OUT / "driver" / "lib"), SGLANG_FIXTURE_STARTUP_DELAY="0",
+                       SGLANG_FIXTURE_TOKEN_MS=str(TOKEN_MS))
             with open(log, "w") as out:
                 proc = subprocess.Popen([str(venv / "bin" / "python"), "-m", "sglang.launch_server", "--model-path",
                                          str(model), "--port", str(port), "--served-model-name", "qwen3-8b"],
@@ -167,3 +180,45 @@ def test_the_real_router(stack):
     rc, gone = run_module("router_workers", {"url": router, "workers": [second], "state": "absent"})
     assert rc == 0 and gone["changed"] and gone["after"] == []
     assert complete(router)[0] == 503
+
+
+def running(worker):
+    status, loads = http("GET", worker + "/v1/loads")
+    assert status == 200, loads
+    return loads["aggregate"]["total_running_reqs"]
+
+
+def test_drain_against_the_real_router(stack):
+    router, (first, second), logs = stack
+    answers = []
+    long_request = threading.Thread(target=lambda: answers.append(http(
+        "POST", router + "/generate", {"text": "a long answer", "sampling_params": {"max_new_tokens": 120}},
+        timeout=60)))
+    long_request.start()  # through the router, to its only worker: first
+    deadline = time.monotonic() + 10
+    while running(first) == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert running(first) == 1
+    rc, result = run_module("router_workers", {"url": router, "workers": [first, second]})
+    assert rc == 0 and result["added"] == [second], result
+
+    rc, drained = run_module("worker_drain", {"url": router, "worker": first, "interval": 0.2, "timeout": 60})
+    assert rc == 0, drained
+    assert drained["registered"] and drained["removed"] and drained["drained"] and not drained["timed_out"]
+    assert drained["in_flight"] == 0 and drained["seconds"] > 0.5  # it waited for the request
+    long_request.join()
+    status, answer = answers[0]
+    assert status == 200 and answer["meta_info"]["completion_tokens"] == 120, answer  # the removal cut nothing
+    assert [w["url"] for w in http("GET", router + "/workers")[1]["workers"]] == [second]
+    before = served(logs, first)
+    for _request in range(2):
+        assert complete(router)[0] == 200
+    assert served(logs, first) == before  # out of the router: no new request
+
+    rc, back = run_module("router_workers", {"url": router, "workers": [first]})
+    assert rc == 0 and back["added"] == [first], back
+    for _request in range(2):
+        assert complete(router)[0] == 200
+    assert served(logs, first) == before + 1  # round robin reaches it again
+    rc, again = run_module("worker_drain", {"url": router, "worker": "http://127.0.0.1:1"})
+    assert rc == 0 and not again["registered"] and not again["changed"]
