@@ -1,6 +1,6 @@
-"""Deploy benchmark in the lab: a first deploy, a re-run with nothing to do, a re-run after one DFlash file was
-edited by hand, each with its per-role (phase) times, and the controller's CPU seconds per host for 1 target and
-for N targets at once.
+"""Deploy benchmark in the lab: a first deploy, a re-run with nothing to do (the fast path, and the full path as
+its baseline, alternating), a re-run after one DFlash file was edited by hand, each with its per-role (phase)
+times, and the controller's CPU seconds per host for 1 target and for N targets at once.
 
 Not a test: `make bench-deploy` runs it with the lab up (tools/lab/session.sh; LAB_TARGETS=N for the fleet
 figures). Each playbook runs as an operator runs it (the checkout's ansible.cfg, a clean environment); its wall
@@ -48,7 +48,7 @@ def run_playbook(playbook: str, limit: str, *extra: str) -> dict:
         tail = "\n".join(proc.stdout.splitlines()[-30:])
         raise SystemExit(f"bench: {playbook} -l {limit} {' '.join(extra)} failed (rc {proc.returncode}):\n{tail}")
     return {"wall": round(wall, 2), "cpu": round(cpu, 2), "phases": phases,
-            "changed": sum(int(c) for c in changed)}
+            "changed": sum(int(c) for c in changed), "fast_path": "  fast path: " in proc.stdout}
 
 
 def lab(*args: str) -> None:
@@ -80,11 +80,20 @@ def main(argv=None) -> int:
     print(f"bench: {args.host} recreated bare, then deployed", flush=True)
     lab("reset", args.host)
     out["first"] = run_playbook("playbooks/deploy_dflash.yml", args.host)
-    runs = [run_playbook("playbooks/deploy_dflash.yml", args.host) for _ in range(args.repeat)]
-    if any(r["changed"] for r in runs):
-        raise SystemExit(f"bench: a re-run with nothing to do changed something: {runs}")
+    # The fast path (roles/deploy_state) against its baseline, the full path of the same re-run
+    # (deploy_state_enabled=false), alternating so the machine's drift hits both alike.
+    runs, full = [], []
+    for _ in range(args.repeat):
+        runs.append(run_playbook("playbooks/deploy_dflash.yml", args.host))
+        full.append(run_playbook("playbooks/deploy_dflash.yml", args.host, "-e", "deploy_state_enabled=false"))
+    if any(r["changed"] for r in runs + full):
+        raise SystemExit(f"bench: a re-run with nothing to do changed something: {runs + full}")
+    if not all(r["fast_path"] for r in runs) or any(r["fast_path"] for r in full):
+        raise SystemExit(f"bench: the fast path was not taken where expected: {runs + full}")
     out["no_change"] = {"runs": runs, "wall": median([r["wall"] for r in runs]),
                         "cpu": median([r["cpu"] for r in runs])}
+    out["no_change_full"] = {"runs": full, "wall": median([r["wall"] for r in full]),
+                             "cpu": median([r["cpu"] for r in full])}
 
     print(f"bench: one DFlash file edited by hand in {args.host}'s running release", flush=True)
     podman_exec(args.host, f"echo '# edited by hand' >> /opt/dflash/instances/qwen3-8b/current/{EDITED}")
@@ -116,8 +125,13 @@ def main(argv=None) -> int:
     nc = out["no_change"]
     print(f"| no-change re-run (median of {len(nc['runs'])}) | {nc['wall']} | {nc['cpu']} | 0 "
           f"| {phases(nc['runs'][len(nc['runs']) // 2])} |")
+    nf = out["no_change_full"]
+    print(f"| no-change re-run, full path (deploy_state_enabled=false; median of {len(nf['runs'])}) | {nf['wall']} "
+          f"| {nf['cpu']} | 0 | {phases(nf['runs'][len(nf['runs']) // 2])} |")
     ae = out["after_edit"]
     print(f"| re-run after one DFlash file edited | {ae['wall']} | {ae['cpu']} | {ae['changed']} | {phases(ae)} |")
+    print(f"\nfast path / full path, no-change re-run: wall {round(nc['wall'] / nf['wall'], 2)}, "
+          f"controller CPU {round(nc['cpu'] / nf['cpu'], 2)}")
     if args.fleet:
         f = out["fleet"]
         print(f"\ncontroller CPU per host, no-change re-run: 1 target {f['cpu_per_host_1']} s, {f['targets']} "
