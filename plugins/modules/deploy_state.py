@@ -104,7 +104,9 @@ options:
   command:
     description:
       - A read-only command whose output the deploy depended on (the package lock, C(uv pip compile) against
-        the index), as C(argv), C(stdin) and C(env). A check runs it again and compares the sha256 of its output.
+        the index), as C(argv), C(stdin) and C(env). A check runs it again and compares the sha256 of its output
+        (trailing newlines removed, as the command module returns it). C(sha256), when given, is that digest of
+        the output the deploy itself read, and the record keeps it instead of running the command again.
     type: dict
   health_timeout:
     description: Seconds each health probe of a check may take.
@@ -223,7 +225,8 @@ def observe_all(params, nvidia_smi):
         "gpus": O.gpu_rows(nvidia_smi) if params["gpus"] else None,
         "trees": dict((p, O.tree_sha256(p)) for p in params["trees"]),
         "command": {"argv": command.get("argv") or [], "stdin": command.get("stdin") or "",
-                    "env": command.get("env") or {}, "sha256": _command_digest(command) if command else None},
+                    "env": command.get("env") or {},
+                    "sha256": command.get("sha256") or (_command_digest(command) if command else None)},
         "recorded_at": time.time(),
     }
 

@@ -147,8 +147,14 @@ def health(base, model, env_file, timeout=TIMEOUT, probe=readiness.get):
     return readiness.models_reason(model, readiness.parse_models(body))
 
 
+def output_sha256(text):
+    """sha256 of a command's output as Ansible's command module returns it (trailing newlines
+    removed), so a digest the controller took of a task's stdout compares with one taken here."""
+    return hashlib.sha256(text.rstrip("\r\n").encode("utf-8", "surrogateescape")).hexdigest()
+
+
 def command_sha256(argv, stdin, env, timeout=300):
-    """sha256 of what the command prints when it exits 0 (stdin given as text), else None."""
+    """``output_sha256`` of what the command prints when it exits 0 (stdin given as text), else None."""
     if not argv:
         return None
     full_env = dict(os.environ)
@@ -156,7 +162,7 @@ def command_sha256(argv, stdin, env, timeout=300):
     rc, out, _err, timed_out = _run_with_stdin(argv, stdin, full_env, timeout)
     if rc != 0 or timed_out:
         return None
-    return hashlib.sha256(out.encode("utf-8", "surrogateescape")).hexdigest()
+    return output_sha256(out)
 
 
 def _run_with_stdin(argv, stdin, env, timeout):

@@ -189,3 +189,19 @@ def test_instances_must_answer_with_their_model(host):
         serving.stop()
     reasons = check(host)["reasons"]
     assert len(reasons) == 1 and reasons[0].startswith("instance a: /health_generate answered nothing"), reasons
+
+
+def test_a_digest_the_deploy_took_of_the_lock_is_kept_and_compares(host):
+    """The deploy hands the digest of the stdout Ansible's command module returned (trailing newlines
+    removed, hashed on the controller); the record keeps it and a check's own run compares with it."""
+    import hashlib
+
+    printed = host["lock_input"].read_text() + "pkg"  # what the command prints: the file, then its stdin
+    digest = hashlib.sha256(printed.rstrip("\n").encode()).hexdigest()
+    host["args"]["command"] = dict(host["args"]["command"], sha256=digest)
+    record(host)
+    assert check(host)["converged"] is True
+    host["args"]["command"]["sha256"] = "0" * 64
+    record(host)
+    assert check(host)["reasons"] == [
+        "the package lock (uv pip compile) resolves otherwise than at the last completed deploy"]
