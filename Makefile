@@ -4,7 +4,7 @@ SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
 FIXTURES := build/fixtures
-PYTEST_ARGS ?=
+PYTEST_ARGS ?= --durations=15
 
 .PHONY: help setup pins lint fixtures unit integration fixture-tests chain sanity collection test bench bench-venv bench-deploy clean \
 	lab-up lab-down lab-status lab-test molecule test-shuffled demo test-matrix matrix-pins
