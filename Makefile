@@ -7,7 +7,7 @@ FIXTURES := build/fixtures
 PYTEST_ARGS ?= --durations=15
 
 .PHONY: help setup pins lint fixtures unit integration fixture-tests chain sanity collection test bench bench-venv bench-deploy clean \
-	lab-up lab-down lab-status lab-test molecule test-shuffled demo test-matrix matrix-pins
+	lab-up lab-down lab-status lab-test lab-suite molecule test-shuffled demo test-matrix matrix-pins
 
 help:
 	@echo "make setup     toolchain venv (.venv) with uv from requirements/toolchain.txt"
@@ -21,6 +21,7 @@ help:
 	@echo "make lab-down  remove the lab (the cached base image stays)"
 	@echo "make lab-test  lab up, the lab's own tests, lab down"
 	@echo "make molecule  the deploy proofs (extensions/molecule) in the lab"
+	@echo "make lab-suite  lab-test, then molecule, in one session of the lab (what make test runs)"
 	@echo "make test-shuffled  the scenarios in a random order (SEED=N repeats one; not part of make test)"
 	@echo "make demo      lab up, deploy ct200, print its /v1/models"
 
@@ -102,6 +103,14 @@ molecule: fixtures
 	  echo "=== molecule scenario $$s"; start=$$SECONDS; molecule $(MOLECULE_BASE) reset -s $$s >/dev/null 2>&1; \
 	  molecule $(MOLECULE_BASE) test -s $$s --destroy never || exit $$?; echo "=== $$s: $$((SECONDS - start)) s"; done'
 
+# The lab tests and then the scenarios in one session of the lab (one `lab.py up`, one `down`
+# at the end, one hold of the lab's lock): what make test runs. The inner session.sh calls
+# find the lab up and leave it so. Each scenario still starts from its own prepare.
+lab-suite: fixtures
+	tools/lab/session.sh bash -c 't=$$SECONDS; $(MAKE) --no-print-directory -o setup -o fixtures lab-test \
+	  && echo "=== lab-test: $$((SECONDS - t)) s" && t=$$SECONDS \
+	  && $(MAKE) --no-print-directory -o setup -o fixtures molecule && echo "=== molecule: $$((SECONDS - t)) s"'
+
 # The scenarios in another order (not part of make test): SEED picks it (printed; the
 # same SEED gives the same order), to find a scenario that leans on what another left.
 SEED ?= $(shell date +%s)
@@ -133,11 +142,12 @@ mutate-roles: fixtures
 	MUTATE_ROLES=$(MUTATE_ROLES) $(PY) tests/unit/mutation/mutate_roles.py
 
 # Every stage in order, each timed (tools/run_stages.sh prints the table). The
-# CPU-bound checks run one after another in a lane beside the lab tests, which
-# mostly wait on containers and servers (the machine is about half busy then):
+# CPU-bound checks run one after another in a lane beside the lab's tests and
+# scenarios (lab-suite: one session of the lab for both), which mostly wait on
+# containers and servers (the machine is about half busy then):
 # a+b runs lanes at once, x,y runs targets in order within a lane, ~x runs a
 # lane under nice 19 (it takes only the CPU the lab tests leave idle).
-TEST_STAGES := fixtures lab-test+~lint,unit,integration,fixture-tests,chain,collection,sanity molecule
+TEST_STAGES := fixtures lab-suite+~lint,unit,integration,fixture-tests,chain,collection,sanity
 
 test: setup
 	@bash tools/run_stages.sh $(TEST_STAGES)

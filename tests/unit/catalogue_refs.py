@@ -61,11 +61,18 @@ def make_test_pytest_dirs():
     """The directories the pytest stages of `make test` run (`pytest -q tests/…`)."""
     dirs = []
     # a stage a+b runs lanes at once, a lane x,y its targets in order, ~x under nice (tools/run_stages.sh): each runs
-    targets = {t for group in make_variable("TEST_STAGES") for t in group.replace("~", "").replace(",", "+").split("+")}
-    for stage in targets:
-        recipe = re.search(rf"^{re.escape(stage)}:.*\n((?:\t.*\n)+)", MAKEFILE.read_text(), re.M)
-        if recipe:
-            dirs += re.findall(r"pytest -q (tests/[\w/]+)", recipe.group(1))
+    todo = [t for group in make_variable("TEST_STAGES") for t in group.replace("~", "").replace(",", "+").split("+")]
+    text, seen = MAKEFILE.read_text(), set()
+    while todo:
+        stage = todo.pop()
+        recipe = re.search(rf"^{re.escape(stage)}:.*\n((?:\t.*\n)+)", text, re.M)
+        if stage in seen or not recipe:
+            continue
+        seen.add(stage)
+        dirs += re.findall(r"pytest -q (tests/[\w/]+)", recipe.group(1))
+        # a recipe that runs other targets ($(MAKE) … lab-test molecule, as lab-suite does) runs theirs too
+        for call in re.findall(r"\$\(MAKE\)([^&;'\n]*)", recipe.group(1)):
+            todo += [w for w in call.split() if not w.startswith("-") and re.search(rf"^{re.escape(w)}:", text, re.M)]
     return sorted(set(dirs))
 
 
