@@ -2,15 +2,18 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """What preflight asks the host about each instance, and whose processes it then refuses.
 
-    {{ present | dflash.deploy.preflight_request(gpus, base_dir, service_user) }}  preflight_info's options
+    {{ present | dflash.deploy.preflight_request(gpus, base_dir, service_user, others) }}  preflight_info's options
     {{ holders | dflash.deploy.foreign_holders(name) }}   the port or GPU holders that are not the instance's unit
+    {{ holders | dflash.deploy.foreign_holders(name, unit) }}  ... that are not that unit (another service's port)
     {{ holders | dflash.deploy.holder_lines }}            "python3 (pid 4242, ddtree-stopgap.service)" each
 
 The request is the options of the ``dflash.deploy.preflight_info`` module: per present
 instance its unit, its port, the processes nvidia-smi lists on its GPUs (``gpus`` is pkg_probe's
 list; an instance's ``gpus`` are nvidia-smi indexes) and the model directories that must already
 be on the host. A directory the role stages from the controller (``model_controller_dir``,
-``draft_model_controller_dir``) is not asked about: it is put there after preflight.
+``draft_model_controller_dir``) is not asked about: it is put there after preflight. ``others`` are
+the ports of other services the deploy runs on the host ({name, port, unit}: a managed router's),
+asked about under their name, beside the instances'.
 """
 from __future__ import annotations
 
@@ -48,9 +51,9 @@ def model_dirs(instance) -> list:
     return out
 
 
-def preflight_request(present, gpus, base_dir, service_user) -> dict:
+def preflight_request(present, gpus, base_dir, service_user, others=None) -> dict:
     """The options preflight_info answers (base_dir, service_user, units, ports, pids, models), for the
-    present instances."""
+    present instances and the other services' ports (no GPU pids, no model directories)."""
     request = {"base_dir": base_dir, "service_user": service_user, "units": {}, "ports": {}, "pids": {},
                "models": {}}
     for inst in present or []:
@@ -59,12 +62,19 @@ def preflight_request(present, gpus, base_dir, service_user) -> dict:
         request["ports"][name] = inst.get("port")
         request["pids"][name] = gpu_pids(inst, gpus)
         request["models"][name] = model_dirs(inst)
+    for other in others or []:
+        name = other["name"]
+        request["units"][name] = other["unit"]
+        request["ports"][name] = other["port"]
+        request["pids"][name] = []
+        request["models"][name] = []
     return request
 
 
-def foreign_holders(holders, name) -> list:
-    """The holders (preflight_info's entries: pid, comm, unit) that are not the instance's own unit."""
-    own = unit_name(name)
+def foreign_holders(holders, name, unit=None) -> list:
+    """The holders (preflight_info's entries: pid, comm, unit) that are not the instance's own unit, or
+    not ``unit`` when it is given (another service's port: a managed router's)."""
+    own = unit or unit_name(name)
     return [h for h in holders or [] if not (isinstance(h, dict) and h.get("unit") == own)]
 
 

@@ -10,6 +10,8 @@
       ->  [{model, unit, url, port, prometheus_port, policy, workers: [url, ...]}, ...]  (sorted by model)
     {{ plan | dflash.deploy.router_workers_by_url }}
       ->  {router_url: [worker url, ...]}
+    {{ plan | dflash.deploy.router_host_ports }}
+      ->  [{name, port, unit}, ...]  (a managed router's port and metrics port, for host_preflight)
 
 Drain before a restart (roles/sglang_router/tasks/drain.yml, rejoin.yml):
 
@@ -144,6 +146,20 @@ def router_workers_by_url(plan: list) -> dict:
     return {k: sorted(v) for k, v in sorted(out.items())}
 
 
+def router_host_ports(plan: list) -> list:
+    """The ports a managed router listens on, as host_preflight_other_ports takes them: its port and its
+    prometheus port, each named for what listens there and owned by the router's own unit
+    (sglang-router@<unit>.service), so that a re-run finds them held by their own unit, not by another
+    process. An external router listens elsewhere: none."""
+    out = []
+    for item in plan or []:
+        unit = "sglang-router@%s.service" % item["unit"]
+        for key, what in (("port", "port"), ("prometheus_port", "metrics port")):
+            if item.get(key) is not None:
+                out.append({"name": f"the router of {item['model']!r} ({what})", "port": int(item[key]), "unit": unit})
+    return out
+
+
 def router_drain_targets(plan: list, instances: list, names: list, worker_host: str = "127.0.0.1") -> list:
     """The instances ``names`` (in that order) that serve a model of ``plan``: each with its model, its
     router's URL and its worker URL as the plan registers it (``http://<worker_host>:<port>``)."""
@@ -262,6 +278,7 @@ class FilterModule:
         return {
             "router_errors": router_errors,
             "router_plan": router_plan,
+            "router_host_ports": router_host_ports,
             "router_workers_by_url": router_workers_by_url,
             "router_unit_instance": unit_instance,
             "router_drain_targets": router_drain_targets,

@@ -29,13 +29,14 @@ def root(tmp_path_factory):
     return root
 
 
-def run(root: Path, variables: dict, check: bool = False):
-    """The role included as deploy_dflash.yml includes it; (rc, the localhost stats, output)."""
+def run(root: Path, variables: dict, check: bool = False, tasks_from: str = "main", after: list | None = None):
+    """The role included as deploy_dflash.yml includes it (its main, or tasks_from), then the tasks of
+    ``after``; (rc, the localhost stats, output)."""
     play = [{"name": "The router", "hosts": "localhost", "gather_facts": False,
              "vars": {"_sglang_service_present": INSTANCES, **variables}, "tasks": [
                  {"name": "Router", "ansible.builtin.include_role": {
-                     "name": "dflash.deploy.sglang_router", "apply": {"tags": ["router"]}},
-                  "when": "sglang_router_enabled | default(false) | bool"}]}]
+                     "name": "dflash.deploy.sglang_router", "tasks_from": tasks_from, "apply": {"tags": ["router"]}},
+                  "when": "sglang_router_enabled | default(false) | bool"}] + (after or [])}]
     (root / "play.yml").write_text(yaml.safe_dump(play))
     env = dict(os.environ, ANSIBLE_CONFIG=str(root / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
                ANSIBLE_STDOUT_CALLBACK="ansible.posix.json", ANSIBLE_DEPRECATION_WARNINGS="false",
@@ -82,4 +83,27 @@ def test_a_setting_that_cannot_work_stops_before_any_request(root):
         assert rc != 0 and stats["failures"] == 1
         assert ("the router was not changed: sglang_router_models['qwen3-8b'].port 30001 is also the port of "
                 "instance q1") in out
+        assert router.requests == []
+
+
+def test_the_check_before_any_change_refuses_what_main_would_and_hands_preflight_the_router_s_ports(root):
+    """deploy_dflash.yml runs the check entry point before the lock's first change: the same refusal as main's,
+    and a managed router's port and metrics port published for host_preflight_other_ports."""
+    with router_standin() as (url, router):
+        bad = {"sglang_router_enabled": True, "sglang_router_mode": "managed",
+               "sglang_router_models": {"qwen3-8b": {"port": 30001, "prometheus_port": 29000}}}
+        rc, stats, out = run(root, bad, tasks_from="check")
+        assert rc != 0 and stats["failures"] == 1
+        assert "sglang_router_models['qwen3-8b'].port 30001 is also the port of instance q1" in out
+        good = {"sglang_router_enabled": True, "sglang_router_mode": "managed",
+                "sglang_router_models": {"qwen3-8b": {"port": 30100, "prometheus_port": 29100}}}
+        show = [{"name": "Show", "ansible.builtin.debug": {"msg": "PORTS={{ sglang_router_host_ports | to_json }}"}}]
+        rc, stats, out = run(root, good, tasks_from="check", after=show)
+        assert rc == 0 and stats["changed"] == 0, out[-3000:]
+        shown = json.loads(out[out.index("{"):])["plays"][0]["tasks"][-1]["hosts"]["localhost"]["msg"]
+        ports = json.loads(shown.split("PORTS=", 1)[1])
+        assert ports == [
+            {"name": "the router of 'qwen3-8b' (port)", "port": 30100, "unit": "sglang-router@qwen3-8b.service"},
+            {"name": "the router of 'qwen3-8b' (metrics port)", "port": 29100,
+             "unit": "sglang-router@qwen3-8b.service"}]
         assert router.requests == []

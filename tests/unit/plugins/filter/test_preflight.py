@@ -55,3 +55,19 @@ def test_holders_other_than_the_instance_s_own_unit_are_foreign_and_described():
     # another instance's unit is foreign too: a GPU is never shared by two instances unasked
     assert [h["pid"] for h in mod.foreign_holders(holders, "probe")] == [4242, 5151, 6161]
     assert mod.foreign_holders(None, "x") == [] and mod.holder_lines([]) == []
+
+
+def test_another_service_s_ports_are_asked_about_under_their_name_with_its_unit():
+    router = {"name": "the router of 'qwen3-8b-dflash' (port)", "port": 30100,
+              "unit": "sglang-router@qwen3-8b-dflash.service"}
+    req = mod.preflight_request([inst("qwen3-8b", [1], 30001)], GPUS, "/opt/dflash", "sglang", [router])
+    assert req["ports"] == {"qwen3-8b": 30001, router["name"]: 30100}
+    assert req["units"][router["name"]] == "sglang-router@qwen3-8b-dflash.service"
+    assert req["pids"][router["name"]] == [] and req["models"][router["name"]] == []
+
+
+def test_a_port_held_by_the_service_s_own_unit_is_not_foreign_but_an_instance_s_unit_is():
+    holders = [{"pid": 1, "comm": "python3", "unit": "sglang-router@m.service"},
+               {"pid": 2, "comm": "python3", "unit": "sglang-dflash@m.service"}]
+    assert mod.foreign_holders(holders, "the router of 'm' (port)", "sglang-router@m.service") == [holders[1]]
+    assert mod.foreign_holders(holders, "m") == [holders[0]]

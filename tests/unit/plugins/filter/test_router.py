@@ -30,6 +30,20 @@ def test_managed_plan_groups_the_instances_by_served_model():
     ]
 
 
+def test_a_managed_router_s_two_ports_are_its_own_unit_s_on_the_host():
+    ports = mod.router_host_ports(mod.router_plan(INSTANCES, MODELS))
+    assert ports == [
+        {"name": "the router of 'llama' (port)", "port": 30010, "unit": "sglang-router@llama.service"},
+        {"name": "the router of 'llama' (metrics port)", "port": 29001, "unit": "sglang-router@llama.service"},
+        {"name": "the router of 'qwen3-8b' (port)", "port": 30000, "unit": "sglang-router@qwen3-8b.service"},
+        {"name": "the router of 'qwen3-8b' (metrics port)", "port": 29000, "unit": "sglang-router@qwen3-8b.service"},
+    ]
+
+
+def test_an_external_router_listens_on_no_port_of_the_host():
+    assert mod.router_host_ports(mod.router_plan(INSTANCES, {}, "external", "http://192.0.2.5:30000")) == []
+
+
 def test_grouping_by_router_url():
     plan = mod.router_plan(INSTANCES, MODELS)
     assert mod.router_workers_by_url(plan) == {
