@@ -7,17 +7,19 @@ alternating, medians:
 - ``ssh cat``: ``ssh <target> 'cat > f'`` over the lab's SSH settings, no
   compression (ssh's own default): the baseline, what rsync sends for a new file.
 - ``push``: what cuda_overlay's "Push the bundle" runs: ``dflash.deploy.bundle_push``
-  with the tar's manifest digest and ``ansible_ssh_args`` set to the role's
-  ``cuda_overlay_transfer_ssh_args`` (read from roles/cuda_overlay/defaults/main.yml),
+  with the tar's manifest digest and the task's connection variables (read from
+  roles/cuda_overlay/tasks/stage.yml, ``cuda_overlay_transfer_ssh_args`` at its default
+  from roles/cuda_overlay/defaults/main.yml: uncompressed, multiplexed on its own master),
   after the outdated bundle was removed.
 - ``copy, transfer args``: the push before bundle_push: ``ansible.builtin.copy`` on the
   same connection settings (two whole-file SHA-1 passes, the remote stat).
 
-With ``--variants``, bundle_push is also timed on connection settings the role does not
-use (yet): its own multiplexed connection (``ControlMaster``/``ControlPersist`` with a
-``ControlPath`` apart from the play's compressed one), then larger sftp requests
-(``-B 262144``) or legacy scp (``scp -O``) on it. The master outlives a round (60 s), so
-rounds after the first reuse it, where a deploy opens it once per host.
+With ``--variants``, bundle_push is also timed on settings the role does not use: ``-o
+Compression=no`` alone (unmultiplexed: every round trip its own SSH handshake), and the
+role's settings with larger sftp requests (``-B 262144``) or legacy scp (``scp -O``).
+
+A transfer connection's master outlives its task (60 s); the bench closes it after each
+copy, so every copy opens its own, as a deploy does once per host.
 
 The copies are timed inside one playbook (the controller's clock before and after the
 task), so Ansible's own start-up is not counted; a warm-up task opens the play's
@@ -78,6 +80,13 @@ def role_transfer_args() -> str:
     return defaults["cuda_overlay_transfer_ssh_args"]
 
 
+def role_push_vars(transfer: str) -> dict:
+    """The connection variables of cuda_overlay's "Push the bundle" task, its ssh args at their default."""
+    block = yaml.safe_load((REPO / "roles" / "cuda_overlay" / "tasks" / "stage.yml").read_text())[0]["block"]
+    [task] = [t for t in block if t.get("name") == "Push the bundle"]
+    return {k: transfer if v == "{{ cuda_overlay_transfer_ssh_args }}" else v for k, v in task["vars"].items()}
+
+
 def timed_copy(host: str, src: Path, variables: dict, env: dict, tmp: Path, digest: str = "") -> float:
     """Seconds of the copy task: ``ansible.builtin.copy``, or with ``digest`` ``dflash.deploy.bundle_push``."""
     book = tmp / "push.yml"
@@ -116,6 +125,15 @@ def write_bundle(path: Path, mib: int) -> str:
     return hashlib.sha256(manifest).hexdigest()
 
 
+def close_master(ssh: list[str], variables: dict) -> None:
+    """Close the multiplexed transfer connection a copy left (Ansible's control_path_dir, ~/.ansible/cp)."""
+    if "ansible_control_path" not in variables:
+        return
+    path = variables["ansible_control_path"].replace("%(directory)s", os.path.expanduser("~/.ansible/cp"))
+    subprocess.run(ssh[:-1] + ["-o", "ControlPath=" + path.replace("%%", "%"), "-O", "exit", ssh[-1]],
+                   check=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
 def timed(argv, **kw) -> float:
     start = time.monotonic()
     subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, **kw)
@@ -135,11 +153,10 @@ def main(argv=None) -> int:
     ssh = ["ssh", "-i", str(SSH_DIR / "id_ed25519"), "-o", f"UserKnownHostsFile={SSH_DIR / 'known_hosts'}",
            "-o", "StrictHostKeyChecking=yes", f"root@{args.address}"]
     transfer = role_transfer_args()
-    mux = {"ansible_ssh_args": transfer + " -o ControlMaster=auto -o ControlPersist=60s",
-           "ansible_control_path": "%(directory)s/%%C-transfer"}
-    variants = {"push, multiplexed": mux,
-                "push, multiplexed, sftp -B 262144": dict(mux, ansible_sftp_extra_args="-B 262144"),
-                "push, multiplexed, scp -O": dict(mux, ansible_ssh_transfer_method="scp", ansible_scp_extra_args="-O"),
+    role = role_push_vars(transfer)
+    variants = {"push, -o Compression=no alone": {"ansible_ssh_args": "-o Compression=no"},
+                "push, sftp -B 262144": dict(role, ansible_sftp_extra_args="-B 262144"),
+                "push, scp -O": dict(role, ansible_ssh_transfer_method="scp", ansible_scp_extra_args="-O"),
                 } if args.variants else {}
     runs: dict[str, list[float]] = {"ssh cat": [], "push": [], "copy, transfer args": []} | {k: [] for k in variants}
     with tempfile.TemporaryDirectory() as tmp:
@@ -149,16 +166,14 @@ def main(argv=None) -> int:
             subprocess.run(ssh + [f"rm -f {DEST}"], check=True)
             with open(src, "rb") as handle:
                 runs["ssh cat"].append(round(timed(ssh + [f"cat > {DEST}"], stdin=handle), 2))
-            runs["push"].append(round(timed_copy(args.host, src, {"ansible_ssh_args": transfer}, env, Path(tmp),
-                                                 digest), 2))
-            runs["copy, transfer args"].append(round(timed_copy(args.host, src, {"ansible_ssh_args": transfer}, env,
-                                                                Path(tmp)), 2))
-            for name, variables in variants.items():
-                runs[name].append(round(timed_copy(args.host, src, variables, env, Path(tmp), digest), 2))
+            for name, variables, way in [("push", role, digest), ("copy, transfer args", role, "")] + [
+                    (name, variables, digest) for name, variables in variants.items()]:
+                runs[name].append(round(timed_copy(args.host, src, variables, env, Path(tmp), way), 2))
+                close_master(ssh, variables)
         subprocess.run(ssh + [f"rm -f {DEST}"], check=True)
     base = statistics.median(runs["ssh cat"])
     print(f"{args.mib} MiB to {args.host}, median of {args.repeat} alternating rounds "
-          f"(cuda_overlay_transfer_ssh_args: {transfer!r}):")
+          f"(the role's push variables: {role!r}):")
     for name, values in runs.items():
         m = statistics.median(values)
         print(f"  {name:34} {m:6.2f} s  {m / base:5.2f}x ssh cat  {values}")
