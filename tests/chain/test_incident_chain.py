@@ -23,6 +23,21 @@ def overlay_dflash(fixture_build, venv, whole=True):
     shutil.copytree(src, venv.site / "sglang", dirs_exist_ok=True)
 
 
+def python_api_errors(venv):
+    """abi_check's python_api errors (missing_python_name) for the venv's sglang, as a CUDA host imports it."""
+    from ansible_collections.dflash.deploy.plugins.module_utils import abi_check as abi  # noqa: PLC0415
+
+    result = abi.check(str(venv.path), packages=["sglang"], gpu_ccs=[(9, 0)], python_api=True)
+    return sorted((f["path"], f["name"], f["module"]) for f in result["findings"]
+                  if f["kind"] == "missing_python_name" and f["severity"] == "error")
+
+
+def sampler_errors(venv):
+    """The (name, module) of the python_api errors in sglang/srt/layers/sampler.py."""
+    return [(name, module) for path, name, module in python_api_errors(venv)
+            if path.startswith("sglang/srt/layers/sampler.py:")]
+
+
 def pypi_sglang_venv(new_venv):
     venv = new_venv("venv_sglang")
     venv.install("sglang[all]==0.5.9")
@@ -138,6 +153,11 @@ def test_e2_sglang_0_5_9_beside_sglang_kernel_0_4_2_fails_at_start(new_venv, gpu
     out = server.output()
     assert server.proc.returncode != 0
     assert "ImportError: cannot import name 'min_p_sampling_from_probs' from 'sgl_kernel'" in out, out
+    # abi_check's python_api sees it without a GPU, as on the real wheels: real 0.5.9's sampler.py:22 imports
+    # min_p_sampling_from_probs and top_k_top_p_sampling_from_probs from sgl_kernel, and the real sglang-kernel
+    # 0.4.2 defines neither (tests/unit/plugins/module_utils/pyapi/test_python_api_real.py)
+    assert sampler_errors(venv) == [("min_p_sampling_from_probs", "sgl_kernel"),
+                                    ("top_k_top_p_sampling_from_probs", "sgl_kernel")]
 
 
 def test_e3_file_by_file_overlay_leaves_a_stale_duplicate(new_venv, fixture_build, gpu_host, launch, models):
@@ -167,6 +187,11 @@ def test_e4_sglang_0_5_11_serves_dflash_upstream(new_venv, gpu_host, launch, mod
     assert server.wait_ready(), server.output()
     status, body = server.get("/v1/models")
     assert status == 200 and [m["id"] for m in json.loads(body)["data"]] == ["qwen3-8b-dflash"]
+    # its sampler takes from sgl_kernel only what sglang-kernel 0.4.2 exports (min_p and top_k_top_p sampling
+    # come from flashinfer.sampling, as in the real 0.5.11), so python_api finds nothing missing, as it finds
+    # nothing missing for the real 0.5.11 beside the real 0.4.2 (test_python_api_real.py)
+    assert sampler_errors(venv) == []
+    assert python_api_errors(venv) == []
 
 
 CTX_PROBE = """

@@ -6,10 +6,16 @@
 #
 # Inputs (carried with the working tree in .gpu-carry/, git-ignored; see docs/validation.md):
 #   .gpu-carry/whl/        ansible-core 2.19 and the dependencies the machine lacks (py3.12 wheels)
-#   .gpu-carry/deploy-wheelhouse/  the wheelhouse of the release: the fixture sglang 0.5.9 / torch
-#                          2.9.1+cu128 / nvidia-*-cu12 / triton 3.5.1 / flashinfer 0.6.3 and 0.6.8.post1
-#                          built for cp312, and the REAL sglang-kernel 0.4.2 and sgl-kernel 0.3.21 wheels
-#                          reduced by tests/gpu/reduce_wheel.py
+#   .gpu-carry/deploy-wheelhouse/  the wheelhouse of the release, built for cp312 from the commit under
+#                          test (python3.12 tests/fixtures/build.py): the fixture sglang 0.5.11 (what the
+#                          default dflash_source=upstream locks; no dflash_source is passed here) with
+#                          torch 2.11.0+cu128 / triton 3.6.0 / flashinfer-python and -cubin 0.6.8.post1 /
+#                          cuda-tile 1.7.0, and sglang 0.5.9 with torch 2.9.1+cu128 / triton 3.5.1 /
+#                          flashinfer 0.6.3 (dflash_source=overlay's base); the three nvidia-*-cu12 (+cu128
+#                          so that cuda_overlay still transplants the reference's +cu130 bundle); and the
+#                          REAL sglang-kernel 0.4.2 and sgl-kernel 0.3.21 wheels reduced by
+#                          tests/gpu/reduce_wheel.py (recipe: docs/validation.md). Without sglang 0.5.11 the
+#                          lock fails ("there is no version of sglang==0.5.11").
 #   .gpu-carry/dflash-src.tar      the fixture DFlash sources (the machine's venv has no sglang to capture)
 #
 # Steps (STEPS=stage,deploy,again,start,pinoff by default; `config` only renders the unit, for a
@@ -23,7 +29,10 @@
 #           (tests/gpu/unit_exec.py), a common_ops kernel called inside the server process
 #           (tests/gpu/kernel_hook) and /health_generate, /v1/models asked
 #   pinoff  the same deploy with kernel_pin_enabled=false (PyPI's sgl-kernel 0.3.21 stays): must stop at
-#           verification; then abi_check with features flashmla+spatial and a real load of those libraries
+#           verification; then abi_check with features flashmla+spatial and a real load of those libraries.
+#           Only sglang 0.5.9's lock (dflash_source=overlay) brings sgl-kernel 0.3.21; sglang 0.5.11, the
+#           default, pins sglang-kernel 0.4.2, so under upstream there is no look-alike for the pin to
+#           remove (this step has not run since upstream became the default)
 set -uo pipefail
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 VENV=${VENV:-/opt/torch/.venv}
@@ -88,7 +97,8 @@ install -m 0644 "$REPO/tests/gpu/kernel_smoke.py" "$REPO/tests/gpu/kernel_hook/s
 BASE=$ROOT/opt/dflash STATE=$ROOT/var/lib/dflash
 
 # torch and everything it requires in the reference venv: the bundle must carry torch's pure
-# dependencies too, because the fixture torch 2.9.1 the release starts from declares none of them
+# dependencies too, because the fixture torch the release starts from (2.11.0+cu128 for the default
+# sglang 0.5.11, 2.9.1+cu128 for 0.5.9) declares none of them
 DISTS=$("$PY" - "$VENV" <<'EOF'
 import json, sys, sysconfig
 from importlib import metadata as md
