@@ -105,16 +105,25 @@ def test_the_deploy_runs_the_role_only_when_enabled_and_after_the_service():
     plays = yaml.safe_load((REPO / "playbooks" / "deploy_dflash.yml").read_text())
     tasks = [t for play in plays for t in _tasks(play.get("tasks"))]
     names = [(t.get("ansible.builtin.include_role") or {}).get("name") for t in tasks]
-    step = tasks[names.index("dflash.deploy.sglang_router")]
+    entries = [(i, (t.get("ansible.builtin.include_role") or {}).get("tasks_from", "main"))
+               for i, t in enumerate(tasks) if names[i] == "dflash.deploy.sglang_router"]
+    main = [i for i, entry in entries if entry == "main"]
+    assert len(main) == 1, entries
+    step = tasks[main[0]]
     assert step["when"] == "sglang_router_enabled | default(false) | bool"
     assert step["ansible.builtin.include_role"]["apply"]["tags"] == ["router"]
     service = [i for i, t in enumerate(tasks) if names[i] == "dflash.deploy.sglang_service"
                and "tasks_from" not in t["ansible.builtin.include_role"]]  # readiness is in its main
-    assert service and service[-1] < names.index("dflash.deploy.sglang_router")
+    assert service and service[-1] < main[0]
+    # its settings are checked before any change: the check entry point before host_preflight (the first change)
+    check = [i for i, entry in entries if entry == "check"]
+    assert len(check) == 1 and check[0] < names.index("dflash.deploy.host_preflight"), entries
+    assert tasks[check[0]]["when"] == "sglang_router_enabled | default(false) | bool"
     (block,) = yaml.safe_load((ROLE / "tasks" / "main.yml").read_text())
     assert block["when"] == "sglang_router_enabled | bool"
 
 
-@pytest.mark.parametrize("phase", ["install.yml", "service.yml", "register.yml", "plan.yml", "drain.yml", "rejoin.yml"])
+@pytest.mark.parametrize("phase", ["install.yml", "service.yml", "register.yml", "plan.yml", "drain.yml", "rejoin.yml",
+                                   "check.yml"])
 def test_no_jinja_loop_in_the_task_files(phase):
     assert "{%" not in (ROLE / "tasks" / phase).read_text()
