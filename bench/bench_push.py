@@ -100,7 +100,8 @@ def timed_copy(host: str, src: Path, variables: dict, env: dict, tmp: Path, dige
 
 def write_bundle(path: Path, mib: int) -> str:
     """A tar shaped like a bundle: ``mib`` MiB of random bytes in one member, then MANIFEST.json; its digest."""
-    manifest = json.dumps({"format": "dflash-transplant-bundle", "bench": os.urandom(8).hex()}).encode()
+    manifest = json.dumps({"format": "dflash-transplant-bundle", "version": 1, "source": {"venv": ""},
+                           "distributions": [], "bench": os.urandom(8).hex()}).encode()
 
     class Random(io.RawIOBase):
         def __init__(self):

@@ -6,7 +6,7 @@ A bundle's identity is the sha256 of its ``MANIFEST.json`` member (what the role
 ``tar -xOf <bundle> MANIFEST.json | sha256sum``); the manifest lists every member's size and
 sha256, which site_packages_transplant verifies whenever it uses the bundle. So the received
 file is checked by its size against the controller's and by its manifest digest, never read
-whole: ``manifest_digest`` reads the tar's headers and the manifest member only.
+whole: ``manifest_digest`` opens it as site_packages_transplant will (its headers and manifest only).
 
 ``place`` moves the received file to its destination atomically: owner, group and mode are set
 on it first, then one rename inside the destination's filesystem. When the received file lies on
@@ -18,18 +18,14 @@ refused file never reaches it. Standard library only.
 
 import errno
 import grp
-import hashlib
 import os
 import pwd
 import shutil
 import stat
-import tarfile
 import tempfile
 
-from ansible_collections.dflash.deploy.plugins.module_utils.fileio import open_regular
+from ansible_collections.dflash.deploy.plugins.module_utils.transplant.bundle import MANIFEST, Bundle, BundleError
 
-MANIFEST = "MANIFEST.json"
-MAX_MANIFEST_BYTES = 256 << 20  # as transplant/bundle.py: one line per file, about 5 MB for torch + nvidia
 _ACL_XATTRS = ("system.posix_acl_access",)
 
 
@@ -38,39 +34,15 @@ class PushError(Exception):
 
 
 def manifest_digest(path):
-    """sha256 (hex) of the ``MANIFEST.json`` member of the uncompressed tar ``path``.
+    """sha256 (hex) of the ``MANIFEST.json`` member of the bundle ``path``, as site_packages_transplant
+    reads it (transplant/bundle.py's Bundle: the tar's headers and the manifest member only).
 
-    Raises PushError when ``path`` is not a regular file holding a readable uncompressed tar with
-    exactly one regular MANIFEST.json, or when that member runs past the file's end."""
+    Raises PushError when ``path`` is not a regular file holding an uncompressed tar bundle that
+    transplant would open: one regular MANIFEST.json of the bundle format, no member past the end."""
     try:
-        fd = open_regular(path)
-    except OSError as exc:
-        raise PushError("%s: %s" % (path, exc.strerror or exc)) from exc
-    try:
-        with os.fdopen(fd, "rb") as handle:
-            file_size = os.fstat(handle.fileno()).st_size
-            found = None
-            with tarfile.open(fileobj=handle, mode="r:") as tar:
-                for info in tar:
-                    if info.name != MANIFEST:
-                        continue
-                    if found is not None:
-                        raise PushError("%s holds %s twice" % (path, MANIFEST))
-                    found = info
-            if found is None or not found.isreg():
-                raise PushError("%s has no %s member" % (path, MANIFEST))
-            if found.size > MAX_MANIFEST_BYTES:
-                raise PushError("%s: %s declares %d bytes, more than the %d read into memory"
-                                % (path, MANIFEST, found.size, MAX_MANIFEST_BYTES))
-            if found.offset_data + found.size > file_size:
-                raise PushError("%s is truncated in %s" % (path, MANIFEST))
-            handle.seek(found.offset_data)
-            data = handle.read(found.size)
-            if len(data) != found.size:
-                raise PushError("%s is truncated in %s" % (path, MANIFEST))
-            return hashlib.sha256(data).hexdigest()
-    except (tarfile.TarError, OSError) as exc:
-        raise PushError("%s is not a readable uncompressed tar: %s" % (path, exc)) from exc
+        return Bundle(path).manifest_sha256
+    except BundleError as exc:
+        raise PushError(str(exc)) from exc
 
 
 def current_digest(dest):

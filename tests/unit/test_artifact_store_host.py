@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from bundle_tar import manifest_bytes
 from role_collection import role_collection
 
 REPO = Path(__file__).resolve().parents[2]
@@ -43,7 +44,7 @@ def lab(tmp_path_factory):
     coll = role_collection(root, ("host_layout", "dflash_overlay", "cuda_overlay", "sglang_venv"), playbook_tasks=True)
     store = root / "store"
     store.mkdir()
-    tar_of(store / "cuda-cu130.tar", {"MANIFEST.json": b'{"members": ["torch/__init__.py"]}',
+    tar_of(store / "cuda-cu130.tar", {"MANIFEST.json": manifest_bytes(members=["torch/__init__.py"]),
                                       "torch/__init__.py": b"# +cu130\n"})
     tar_of(store / "dflash-src.tar", {
         "pyproject.toml": b'[project]\nname = "sglang"\nversion = "0.5.11"\ndependencies = ["sglang-kernel==0.4.2"]\n',

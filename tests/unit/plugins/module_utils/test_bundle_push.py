@@ -26,9 +26,11 @@ def test_the_digest_is_what_tar_and_sha256sum_print(tmp_path):
 
 
 @pytest.mark.parametrize("case, reason", [
-    ("no manifest", "has no MANIFEST.json member"),
+    ("no manifest", "has no MANIFEST.json$"),
     ("twice", "holds MANIFEST.json twice"),
-    ("truncated", "not a readable uncompressed tar: unexpected end of data"),
+    ("truncated", "is truncated: MANIFEST.json declares 61696 bytes past its end"),
+    # what site_packages_transplant would refuse to open is no bundle here either (transplant/bundle.py's Bundle)
+    ("foreign manifest", "not a dflash-transplant-bundle v1 manifest"),
     ("not a tar", "is not a readable uncompressed tar"),
     ("a FIFO", "not a regular file"),
 ])
@@ -45,6 +47,8 @@ def test_a_file_without_one_readable_manifest_is_refused(tmp_path, case, reason)
         make_bundle(path, manifest=b"m" * 100_000)
         with open(path, "r+b") as handle:
             handle.truncate(path.stat().st_size - 60_000 - 10240)
+    elif case == "foreign manifest":
+        make_bundle(path, manifest=b'{"format": "something-else"}\n')
     elif case == "not a tar":
         path.write_bytes(os.urandom(4096))
     else:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from bundle_tar import make_bundle
+from bundle_tar import make_bundle, manifest_bytes
 from module_runner import run_module
 from role_collection import role_collection
 
@@ -47,7 +47,7 @@ def test_second_call_checks_the_received_file_and_renames_it_into_place(tmp_path
     digest = make_bundle(received)
     data = received.read_bytes()
     dest = tmp_path / "b.tar"
-    old = make_bundle(dest, manifest=b'{"old": true}\n')
+    old = make_bundle(dest, manifest=manifest_bytes(old=True))
     args = {"src": str(received), "dest": str(dest), "manifest_sha256": digest, "size": len(data),
             "owner": "root", "group": "root", "mode": "0640"}
     if os.geteuid() != 0:
@@ -153,7 +153,7 @@ def test_the_action_in_check_mode_transfers_nothing_and_refuses_a_wrong_digest(p
     old = root / "old.tar"
     old_digest = make_bundle(old)
     new = root / "new.tar"
-    new_digest = make_bundle(new, manifest=b'{"new": true}\n')
+    new_digest = make_bundle(new, manifest=manifest_bytes(new=True))
     dest = root / "host" / "b.tar"
     play([push("place the old one", old, dest, old_digest)])
     before = dest.read_bytes()
