@@ -13,6 +13,11 @@
     {{ plan | dflash.deploy.router_host_ports }}
       ->  [{name, port, unit}, ...]  (a managed router's port and metrics port, for host_preflight)
 
+Restart in waves (sglang_service's readiness.yml), so that a model keeps a worker while its instances restart:
+
+    {{ _sglang_service_present | dflash.deploy.router_restart_waves(names, sglang_router_enabled) }}
+      ->  [[name, ...], ...]  (wave k: the k-th instance to restart of each served model)
+
 Drain before a restart (roles/sglang_router/tasks/drain.yml, rejoin.yml):
 
     {{ plan | dflash.deploy.router_drain_targets(instances, names, worker_host) }}
@@ -160,6 +165,31 @@ def router_host_ports(plan: list) -> list:
     return out
 
 
+def router_restart_waves(instances: list, names: list, enabled: bool = True) -> list:
+    """The instances ``names`` (in that order) split into restart waves: wave k holds the k-th of them of each
+    served model, so two instances of one model never restart together and the model's router keeps a worker
+    while each restarts (the other is registered again before the next wave drains). With the router off
+    (``enabled`` false) there is nothing to keep serving: one wave of all. A name that is not a present
+    instance, or one without a served model, goes in the first wave. No names: no wave."""
+    names = list(dict.fromkeys(str(n) for n in names or []))
+    if not names:
+        return []
+    if not enabled:
+        return [names]
+    model_of = {str(i.get("name")): str(i.get("served_model_name") or "") for i in instances or []}
+    waves: list = []
+    seen: dict = {}
+    for name in names:
+        model = model_of.get(name, "")
+        k = seen.get(model, 0) if model else 0
+        if model:
+            seen[model] = k + 1
+        while len(waves) <= k:
+            waves.append([])
+        waves[k].append(name)
+    return waves
+
+
 def router_drain_targets(plan: list, instances: list, names: list, worker_host: str = "127.0.0.1") -> list:
     """The instances ``names`` (in that order) that serve a model of ``plan``: each with its model, its
     router's URL and its worker URL as the plan registers it (``http://<worker_host>:<port>``)."""
@@ -281,6 +311,7 @@ class FilterModule:
             "router_host_ports": router_host_ports,
             "router_workers_by_url": router_workers_by_url,
             "router_unit_instance": unit_instance,
+            "router_restart_waves": router_restart_waves,
             "router_drain_targets": router_drain_targets,
             "router_drains": router_drains,
             "router_rejoin_targets": router_rejoin_targets,

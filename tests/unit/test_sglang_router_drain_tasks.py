@@ -1,11 +1,13 @@
-"""The drain around a restart as sglang_service runs it: its readiness.yml's own tasks (the drain's include,
-the registration again, the note for the deploy summary), taken from the file as they are, run on this
+"""The drain around a restart as sglang_service runs it: its restart_wave.yml's and readiness.yml's own tasks
+(the drain's include, the registration again, the waves, the note for the deploy summary), taken from the files
+as they are, run on this
 machine in external mode against stand-ins of the router's worker API and of the instances' /v1/loads
 (tests/support). With the router on, an instance that is a worker is out of the router while the step
 asks its load, the step ends once nothing runs, and it is registered again; with the router off, neither
 the router nor the instances get a request and the deploy's notes are unchanged. After a roll-back
 (ready_or_roll_back.yml's and roll_back_one.yml's own steps, the failure left out), the drained instance is
-registered again only when it serves again, and the diagnosis says so. The restart itself (the handlers),
+registered again only when it serves again, and the diagnosis says so. Two instances of one model restart in
+two waves, the router keeping the other while each restarts. The restart itself,
 readiness and the roll-back's restart are the lab's to prove: they need systemd and a served model."""
 from __future__ import annotations
 
@@ -23,9 +25,11 @@ from router_standin import router_standin
 
 REPO = Path(__file__).resolve().parents[2]
 READINESS = yaml.safe_load((REPO / "roles" / "sglang_service" / "tasks" / "readiness.yml").read_text())
-DRAIN, REJOIN, NOTE = (next(t for t in READINESS if t["name"].startswith(prefix)) for prefix in (
-    "Take the instances about to restart out of their routers", "Register the drained instances again",
-    "Note the drains"))
+WAVE = yaml.safe_load((REPO / "roles" / "sglang_service" / "tasks" / "restart_wave.yml").read_text())
+WAVES, NOTE = (next(t for t in READINESS if t["name"].startswith(prefix)) for prefix in (
+    "Decide the restart waves", "Note the drains"))
+DRAIN, REJOIN = (next(t for t in WAVE if t["name"].startswith(prefix)) for prefix in (
+    "Take the wave's instances out of their routers", "Register the wave's drained instances again"))
 
 
 @pytest.fixture(scope="module")
@@ -44,8 +48,12 @@ def run(root: Path, variables: dict, between=(), ready=True):
     facts = root / "facts.json"
     facts.unlink(missing_ok=True)
     play = [{"name": "Drain around a restart", "hosts": "localhost", "gather_facts": False,
-             "vars": {"sglang_service_config_dir": str(root / "etc"), **variables},
-             "tasks": [DRAIN, *between, *([REJOIN, NOTE] if ready else []), {
+             "vars": {"sglang_service_config_dir": str(root / "etc"), **variables,
+                      # one wave of the instances restarted, unless the steps decide the waves (WAVES)
+                      **({} if WAVES in between else
+                         {"_sglang_service_wave": variables.get("_sglang_service_restart", [])})},
+             "tasks": [*([] if WAVES in between else [DRAIN]), *between,
+                       *([] if WAVES in between or not ready else [REJOIN]), *([NOTE] if ready else []), {
                  "name": "Keep the facts", "ansible.builtin.copy": {
                      "dest": str(facts), "mode": "0644",
                      "content": "{{ {'drains': sglang_router_drains | default(None), 'rejoins': sglang_router_rejoins"
@@ -105,6 +113,40 @@ def test_a_worker_leaves_its_router_until_nothing_runs_and_comes_back(root):
         assert facts["rejoins"] == [{"router": url, "workers": [w1], "registered": True, "error": None}]
         assert facts["changes"] == ["unit", "router: q1 taken out of %s, drained in %gs" % (url, drain["seconds"]),
                                     "router: q1 registered again with %s" % url]
+
+
+def test_two_instances_of_one_model_restart_in_two_waves_and_the_router_keeps_one(root):
+    """readiness.yml's waves, each run as restart_wave.yml runs it (the drain, a stand-in for the restart that
+    reads the router's workers, the registration again): while q1 restarts the router has q2 and the other
+    model's worker; while q2 restarts, q1, registered again before q2 was taken out."""
+    with router_standin() as (url, router), loads_standin() as (w1, _one), loads_standin() as (w2, _two), \
+            loads_standin() as (w3, _three):
+        for w in (w1, w2, w3):
+            router.register(w)
+        present = instances(int(w1.rsplit(":", 1)[1]), int(w2.rsplit(":", 1)[1])) + [
+            {"name": "l1", "port": int(w3.rsplit(":", 1)[1]), "served_model_name": "llama", "state": "present"}]
+        listing = {"name": "The restart: what the router has", "register": "listing",
+                   "ansible.builtin.uri": {"url": url + "/workers", "use_proxy": False}}
+        keep_it = {"name": "Keep it", "ansible.builtin.set_fact": {
+            "seen": "{{ seen | default([]) + [{'wave': _sglang_service_wave,"
+                    " 'workers': listing.json.workers | map(attribute='url') | sort}] }}"}}
+        (root / "wave.yml").write_text(yaml.safe_dump([DRAIN, listing, keep_it, REJOIN]))
+        loop = {"name": "The waves", "ansible.builtin.include_tasks": str(root / "wave.yml"),
+                "loop": "{{ _sglang_service_waves }}", "loop_control": {"loop_var": "_sglang_service_wave"}}
+        keep = {"name": "Keep what each wave saw", "ansible.builtin.copy": {
+            "dest": str(root / "waves.json"), "mode": "0644",
+            "content": "{{ {'waves': _sglang_service_waves, 'seen': seen} | to_json }}"}}
+        rc, facts, out = run(root, {
+            "sglang_router_enabled": True, "sglang_router_mode": "external", "sglang_router_url": url,
+            "sglang_router_drain_interval": 0.2, "_sglang_service_present": present,
+            "_sglang_service_restart": ["q1", "l1", "q2"]}, between=[WAVES, loop, keep])
+        assert rc == 0, out[-3000:]
+        seen = json.loads((root / "waves.json").read_text())
+        assert seen["waves"] == [["q1", "l1"], ["q2"]]
+        assert seen["seen"] == [{"wave": ["q1", "l1"], "workers": [w2]}, {"wave": ["q2"], "workers": sorted([w1, w3])}]
+        assert sorted(router.urls()) == sorted([w1, w2, w3])  # all back at the end
+        assert [d["instance"] for d in facts["drains"] if d["removed"]] == ["q1", "l1", "q2"]
+        assert [r["workers"] for r in facts["rejoins"]] == [sorted([w1, w3]), [w2]]
 
 
 def test_the_bound_lets_the_restart_go_on_and_says_so(root):
@@ -199,3 +241,28 @@ def test_a_router_variable_that_cannot_work_does_not_stop_the_restart(root):
         assert drain["error"] and "timeout" in drain["error"] and not drain["removed"]
         assert facts["changes"][0].startswith("router: q1 was not taken out of %s (" % url)
         assert facts["changes"][0].endswith("; it restarted without a drain") and router.urls() == [w1]
+
+
+@pytest.mark.parametrize("rollback_to", ["/opt/dflash/releases/r1", ""])
+def test_a_later_wave_that_never_restarted_is_said_so_and_is_not_registered_again(root, rollback_to):
+    """roll_back_one.yml's line for an instance of a later restart wave (_sglang_service_untouched): it was not
+    restarted, its configuration went back, and it is not among those to register again (it never left its
+    router)."""
+    untouched = {"_sglang_service_instance": {"name": "q2"}, "_unit": "sglang-dflash@q2.service",
+                 "_sglang_service_was_ready": True, "_sglang_service_untouched": True, "_sglang_service_refusal": "",
+                 "_sglang_service_rollback_to": rollback_to, "_sglang_service_untrusted_previous": [],
+                 "_sglang_service_restore": [{"dest": "/etc/dflash/q2.env", "backup_file": "/etc/dflash/q2.env.1~"}],
+                 "sglang_service_release_dir": "/opt/dflash/releases/r2", "_sglang_service_ready_result": {}}
+    steps = [START, {**SAY, "vars": {**SAY["vars"], **untouched}}, {
+        "name": "Keep the diagnosis", "ansible.builtin.copy": {
+            "dest": str(root / "diagnosis.json"), "mode": "0644",
+            "content": "{{ {'lines': _sglang_service_rollback_lines, 'serving': _sglang_service_rollback_serving}"
+                       " | to_json }}"}}]
+    rc, _facts, out = run(root, {"_sglang_service_present": instances(30001, 30002)},
+                          between=[{"name": "The roll-back's line", "block": steps}], ready=False)
+    assert rc == 0, out[-3000:]
+    diagnosis = json.loads((root / "diagnosis.json").read_text())
+    back = "current back at r1, which it still runs" if rollback_to else \
+        "no release to point current back at, so it runs this release at its next restart"
+    assert diagnosis == {"lines": ["sglang-dflash@q2.service was not restarted (a later wave): restored "
+                                   "/etc/dflash/q2.env as before this run; " + back], "serving": []}

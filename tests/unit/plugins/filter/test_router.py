@@ -136,6 +136,24 @@ def test_unit_instance_keeps_unit_name_characters_and_escapes_the_rest(name, uni
                            {name: {"port": 2, "prometheus_port": 3}})[0]["unit"] == unit
 
 
+def test_restart_waves_never_restart_two_instances_of_one_model_together():
+    three = INSTANCES + [{"name": "q3", "port": 30003, "served_model_name": "qwen3-8b"}]
+    # each wave the k-th of each model, in the order asked
+    assert mod.router_restart_waves(three, ["q1", "l1", "q2", "q3"]) == [["q1", "l1"], ["q2"], ["q3"]]
+    assert mod.router_restart_waves(three, ["q3", "q1"]) == [["q3"], ["q1"]]
+    # one instance of a model restarting while the other serves: one wave
+    assert mod.router_restart_waves(INSTANCES, ["q2", "l1"]) == [["q2", "l1"]]
+    # unknown names and instances without a served model go first; a repeated name once
+    odd = INSTANCES + [{"name": "x", "port": 30099}]
+    assert mod.router_restart_waves(odd, ["q1", "x", "q2", "gone", "q1"]) == [["q1", "x", "gone"], ["q2"]]
+
+
+def test_without_the_router_every_instance_restarts_in_one_wave():
+    assert mod.router_restart_waves(INSTANCES, ["q1", "q2", "l1"], False) == [["q1", "q2", "l1"]]
+    assert mod.router_restart_waves(INSTANCES, [], True) == []
+    assert mod.router_restart_waves(INSTANCES, None, False) == []
+
+
 def test_drain_targets_are_the_named_instances_with_a_router():
     plan = mod.router_plan(INSTANCES, MODELS)
     instances = INSTANCES + [{"name": "x", "port": 30099, "served_model_name": "no-router"}]
