@@ -91,17 +91,20 @@ lab-test: fixtures
 	tools/lab/session.sh $(VENV)/bin/pytest -q tests/lab $(PYTEST_ARGS)
 
 # The deploy's proofs: molecule scenarios under extensions/molecule (create and
-# destroy are tools/lab/lab.py up/down), all under one hold of the lab's lock.
-# `molecule reset` first: the state of an earlier run must not skip prepare.
+# destroy are tools/lab/lab.py up/down), all under one hold of the lab's lock, in two
+# streams (tools/lab/molecule_streams.sh): MOLECULE_SCENARIOS on ct200, one after another,
+# and beside them, once the first has passed, MOLECULE_TWIN_SCENARIOS on ct200's twin ct240
+# (the lab's load leaves the two cores about half idle during one stream). Naming
+# MOLECULE_SCENARIOS runs those alone, on ct200.
 # extensions/molecule/config.yml holds what every scenario shares; each molecule.yml only what differs.
-MOLECULE_BASE := --base-config molecule/config.yml
-MOLECULE_SCENARIOS ?= default incident_failures drift check_mode two_instances offline host_failure faults fleet
+MOLECULE_SCENARIOS ?= default incident_failures drift check_mode two_instances offline host_failure fleet
+MOLECULE_TWIN_DEFAULT := faults router
+MOLECULE_TWIN_SCENARIOS ?= $(if $(filter command line environment,$(origin MOLECULE_SCENARIOS)),,$(MOLECULE_TWIN_DEFAULT))
 # MOLECULE_VENV (relative to the checkout): whose molecule and ansible run the scenarios (make test-matrix sets it).
 MOLECULE_VENV ?= $(VENV)
 molecule: fixtures
-	PATH=$(CURDIR)/$(MOLECULE_VENV)/bin:$$PATH tools/lab/session.sh bash -c 'cd extensions && for s in $(MOLECULE_SCENARIOS); do \
-	  echo "=== molecule scenario $$s"; start=$$SECONDS; molecule $(MOLECULE_BASE) reset -s $$s >/dev/null 2>&1; \
-	  molecule $(MOLECULE_BASE) test -s $$s --destroy never || exit $$?; echo "=== $$s: $$((SECONDS - start)) s"; done'
+	PATH=$(CURDIR)/$(MOLECULE_VENV)/bin:$$PATH tools/lab/session.sh tools/lab/molecule_streams.sh \
+	  "$(MOLECULE_SCENARIOS)" "$(MOLECULE_TWIN_SCENARIOS)"
 
 # The lab tests and then the scenarios in one session of the lab (one `lab.py up`, one `down`
 # at the end, one hold of the lab's lock): what make test runs. The inner session.sh calls
@@ -116,7 +119,7 @@ lab-suite: fixtures
 SEED ?= $(shell date +%s)
 test-shuffled: fixtures
 	@order=$$($(PY) -c 'import random, sys; s = sys.argv[2:]; random.Random(int(sys.argv[1])).shuffle(s); print(" ".join(s))' \
-	  $(SEED) $(MOLECULE_SCENARIOS)); echo "test-shuffled: SEED=$(SEED) order: $$order"; \
+	  $(SEED) $(MOLECULE_SCENARIOS) $(MOLECULE_TWIN_SCENARIOS)); echo "test-shuffled: SEED=$(SEED) order: $$order"; \
 	  $(MAKE) --no-print-directory -o fixtures molecule MOLECULE_SCENARIOS="$$order"
 
 # From a fresh clone: the lab, one deploy of ct200, and the server's answer.

@@ -9,7 +9,8 @@ The last cell of a row names one or more assertions, each in backticks:
   A name written with `{{ … }}` in the file matches when each templated part is a value the scenario's
   files hold (`host_failure: "The kill left this phase unfinished at build"` for
   `The kill left this phase unfinished at {{ _point }}` with `_point: build`). Plays and tasks that
-  cannot fail (debug, set_fact) do not count. The scenario must be in the Makefile's MOLECULE_SCENARIOS.
+  cannot fail (debug, set_fact) do not count. The scenario must be in the
+  Makefile's MOLECULE_SCENARIOS or MOLECULE_TWIN_DEFAULT (make molecule's two streams).
 - `test_transplant_crash.py::test_kill9_at_random_moments`: a test function (a glob such as `test_08_*`
   allowed) defined in that file; a bare file name is looked up under tests/, and the file must sit under
   a directory one of `make test`'s pytest stages runs. A bare `test_…` names one more test in the file
@@ -181,7 +182,7 @@ def check_cell(row, cell):
     returns how many it names."""
     refs = re.findall(r"`([^`]+)`", cell)
     assert refs, f"{row} names no assertion in backticks: {cell!r}"
-    molecule = set(make_variable("MOLECULE_SCENARIOS"))
+    molecule = set(make_variable("MOLECULE_SCENARIOS")) | set(make_variable("MOLECULE_TWIN_DEFAULT"))
     pytest_dirs = [REPO / d for d in make_test_pytest_dirs()]
     current = None
     for ref in refs:
@@ -189,7 +190,8 @@ def check_cell(row, cell):
         if scenario_ref:
             scenario, name = scenario_ref.group("scenario", "name")
             assert scenario in scenarios(), f"{row}: no molecule scenario {scenario!r} ({scenarios()})"
-            assert scenario in molecule, f"{row}: scenario {scenario} is not in MOLECULE_SCENARIOS"
+            assert scenario in molecule, \
+                f"{row}: scenario {scenario} is not in MOLECULE_SCENARIOS or MOLECULE_TWIN_DEFAULT"
             names, values = scenario_assertions(scenario)
             assert any(name_matches(n, name, values) for n in names), \
                 f"{row}: no task or case named {name!r} in the files scenario {scenario} runs"

@@ -2,6 +2,8 @@
 (log, LabError, run, podman). Every other part of tools/lab imports from here."""
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import subprocess
 from pathlib import Path
 
@@ -31,3 +33,17 @@ def run(cmd, check=True, capture=True, input=None, timeout=600, env=None) -> sub
 
 def podman(*args, **kw) -> subprocess.CompletedProcess:
     return run(["podman", *args], **kw)
+
+
+@contextlib.contextmanager
+def mutation_lock():
+    """Held while a command makes or removes containers (up, down, reset): make molecule's two
+    streams of scenarios run beside each other, and one stream's `reset` of its host must not meet
+    the other's `up` half-way (a container created twice, a known_hosts file read mid-write)."""
+    STATE.mkdir(parents=True, exist_ok=True)
+    with open(STATE / ".mutate.lock", "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)

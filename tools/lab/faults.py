@@ -11,7 +11,7 @@ from ssh import close_ssh_masters
 
 def cmd_power(args) -> int:
     h = find_host(args.host)
-    close_ssh_masters()
+    close_ssh_masters(h.address)
     if args.cmd == "stop":
         podman("stop", "-t", "10", h.container)
     elif args.cmd == "kill":

@@ -9,6 +9,7 @@ from common import LABEL, LabError, podman
 from network import NETWORK, OFFLINE_NETWORK
 
 PREFIX = "dflash-lab-"
+TWIN = "ct240"
 
 
 @dataclass(frozen=True)
@@ -17,7 +18,7 @@ class Host:
     address: str
     gpu_config: str            # file under tools/lab/gpus/
     gpus: int
-    group: str                 # dflash_reference or dflash_targets
+    group: str                 # dflash_reference, dflash_targets or lab_twin
     stopgap: bool = False      # the incident's stop-gap server on GPU 0, port 30000
     reference: bool = False    # seeded with the known-good venv
     network: str = NETWORK     # OFFLINE_NETWORK: no route even to the lab index
@@ -34,11 +35,15 @@ class Host:
 
 
 def hosts(targets: int = 0, offline: int = 0) -> list[Host]:
-    """ct129 (reference), ct200 (target), `targets` more fresh targets ct201…, and `offline`
-    fresh targets ct250… on the offline network."""
+    """ct129 (reference), ct200 (target) and its twin ct240, `targets` more fresh targets ct201…, and
+    `offline` fresh targets ct250… on the offline network."""
     out = [
         Host("ct129", "10.89.64.129", "ct129.conf", 2, "dflash_reference", reference=True),
         Host("ct200", "10.89.64.200", "ct200.conf", 8, "dflash_targets", stopgap=True),
+        # ct200's twin (its GPUs, its stop-gap): make molecule's second stream of scenarios runs on it
+        # beside the first on ct200. Not a deploy target of inventory/lab.yml; inventory/twin.yml,
+        # given with it, makes it one (docs/lab.md).
+        Host(TWIN, "10.89.64.240", "ct200.conf", 8, "lab_twin", stopgap=True),
     ]
     for i in range(targets):
         n = 201 + i
@@ -63,7 +68,7 @@ def lab_hosts_present() -> list[str]:
 def current_targets() -> int:
     """How many extra targets the running lab has (so a plain `up` keeps them)."""
     names = [n[len(PREFIX):] for n in lab_hosts_present()]
-    return len([n for n in names if n not in ("ct129", "ct200") and int(n[2:]) < 250])
+    return len([n for n in names if n not in ("ct129", "ct200", TWIN) and int(n[2:]) < 250])
 
 
 def current_offline() -> int:

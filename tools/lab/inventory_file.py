@@ -1,6 +1,8 @@
 """The inventory the lab writes: inventory/lab.yml, its hosts, groups and variables."""
 from __future__ import annotations
 
+import os
+
 from common import REPO, log
 from hosts import Host
 from index import INDEX_PORT
@@ -35,7 +37,7 @@ def inventory_text(all_hosts: list[Host]) -> str:
         lines.append("    lab_offline:")
         lines.append("      hosts:")
         lines += [f"        {h.name}:" for h in offline]
-    for group in ("dflash_reference", "dflash_targets"):
+    for group in ("dflash_reference", "dflash_targets", "lab_twin"):
         lines.append(f"    {group}:")
         lines.append("      hosts:")
         for h in all_hosts:
@@ -50,5 +52,7 @@ def inventory_text(all_hosts: list[Host]) -> str:
 def write_inventory(all_hosts: list[Host]) -> None:
     text = inventory_text(all_hosts)
     if not INVENTORY.exists() or INVENTORY.read_text() != text:
-        INVENTORY.write_text(text)
+        tmp = INVENTORY.with_name(".lab.yml.tmp")
+        tmp.write_text(text)
+        os.replace(tmp, INVENTORY)  # a playbook starting meanwhile reads the old file or the new
         log(f"wrote {INVENTORY.relative_to(REPO)} ({len(all_hosts)} hosts)")

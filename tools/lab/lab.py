@@ -34,7 +34,7 @@ import shutil
 import sys
 import time
 
-from common import HERE, STATE, LabError, log, podman, run
+from common import HERE, STATE, LabError, log, mutation_lock, podman, run
 from containers import container_state, provision, provisioned, start_host
 from faults import cmd_index_delay, cmd_power
 from hosts import current_hosts, current_offline, current_targets, find_host, hexec, hosts, lab_hosts_present
@@ -125,11 +125,11 @@ def cmd_reset(args) -> int:
     """Recreate one host from the image: an empty machine, provisioned as lab-up does."""
     h = find_host(args.host)
     podman("rm", "-f", "-t", "0", h.container, check=False)
-    close_ssh_masters()
+    close_ssh_masters(h.address)
     image = ensure_image()
     start_host(h, image)
     provision(h, ensure_key(), ensure_index())
-    write_known_hosts([x for x in current_hosts() if container_state(x) == "running"])
+    write_known_hosts(current_hosts())  # a host not running keeps its line (ssh.py)
     return 0
 
 
@@ -157,9 +157,13 @@ def main(argv=None) -> int:
         print("lab: needs root (podman with systemd containers, debootstrap)", file=sys.stderr)
         return 2
     try:
-        return {"up": cmd_up, "down": cmd_down, "status": cmd_status, "reset": cmd_reset,
-                "stop": cmd_power, "start": cmd_power, "kill": cmd_power,
-                "index-delay": cmd_index_delay}[args.cmd](args)
+        command = {"up": cmd_up, "down": cmd_down, "status": cmd_status, "reset": cmd_reset,
+                   "stop": cmd_power, "start": cmd_power, "kill": cmd_power,
+                   "index-delay": cmd_index_delay}[args.cmd]
+        if args.cmd not in ("up", "down", "reset"):
+            return command(args)  # one container's power, or the index: nothing shared is rewritten
+        with mutation_lock():  # containers made or removed, known_hosts and the inventory written
+            return command(args)
     except LabError as exc:
         print(f"lab: {exc}", file=sys.stderr)
         return 1

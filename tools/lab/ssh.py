@@ -3,6 +3,7 @@ and a marked block in ~/.ssh/known_hosts), a reachability check, and closing Ans
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from common import STATE, podman, run
@@ -24,18 +25,32 @@ USER_KNOWN_HOSTS = Path.home() / ".ssh" / "known_hosts"
 KH_BEGIN, KH_END = "# dflash-lab begin (tools/lab/lab.py; removed by lab-down)", "# dflash-lab end"
 
 
-def write_known_hosts(running: list[Host]) -> None:
+def write_known_hosts(hosts: list[Host]) -> None:
     """The lab's host keys, read from the hosts themselves (not trusted on first use).
 
     OpenSSH reads build/lab/ssh/known_hosts (the inventory's UserKnownHostsFile). The paramiko
     connection reads only ~/.ssh/known_hosts, so the same lines go there too, in a marked block
-    that every lab-up rewrites (recreated hosts get new keys) and lab-down removes."""
+    that every lab-up rewrites (recreated hosts get new keys) and lab-down removes. A host whose key
+    cannot be read now (stopped, or killed by a scenario of the other stream) keeps its line: a
+    stopped container keeps its key."""
+    path = SSH_DIR / "known_hosts"
+    old = {}
+    if path.exists():
+        for line in path.read_text().splitlines():
+            if line.strip():
+                old[line.split()[0]] = line
     lines = []
-    for h in running:
-        pub = podman("exec", h.container, "cat", "/etc/ssh/ssh_host_ed25519_key.pub").stdout.split()
-        lines.append(f"{h.address} {pub[0]} {pub[1]}")
+    for h in hosts:
+        proc = podman("exec", h.container, "cat", "/etc/ssh/ssh_host_ed25519_key.pub", check=False)
+        pub = proc.stdout.split() if proc.returncode == 0 else []
+        if len(pub) >= 2:
+            lines.append(f"{h.address} {pub[0]} {pub[1]}")
+        elif h.address in old:
+            lines.append(old[h.address])
     SSH_DIR.mkdir(parents=True, exist_ok=True)
-    (SSH_DIR / "known_hosts").write_text("\n".join(lines) + "\n")
+    tmp = SSH_DIR / ".known_hosts.tmp"
+    tmp.write_text("\n".join(lines) + "\n")
+    os.replace(tmp, path)  # a reader sees the old file or the new, never half
     _user_known_hosts_block(lines)
 
 
@@ -68,9 +83,25 @@ def ssh_ok(host: Host) -> bool:
     return proc.returncode == 0
 
 
-def close_ssh_masters() -> None:
+def close_ssh_masters(address: str | None = None) -> None:
     """Close Ansible's OpenSSH ControlPersist masters: one to a host that was killed or recreated
-    would hang the next connection (and keep the old session's environment)."""
+    would hang the next connection (and keep the old session's environment). With ``address``, only
+    the masters to that host (the master's command line names it): make molecule's other stream may
+    be using its own at that moment."""
     cp_dir = Path.home() / ".ansible" / "cp"
     for sock in cp_dir.glob("*") if cp_dir.is_dir() else []:
+        if address is not None and address not in _master_args(sock):
+            continue
         run(["ssh", "-o", f"ControlPath={sock}", "-O", "exit", "lab"], check=False, timeout=10)
+
+
+def _master_args(sock: Path) -> list[str]:
+    """The command line of the master process behind a ControlPath socket ([] when none answers)."""
+    proc = run(["ssh", "-o", f"ControlPath={sock}", "-O", "check", "lab"], check=False, timeout=10)
+    match = re.search(r"pid=(\d+)", proc.stderr + proc.stdout)
+    if not match:
+        return []
+    try:
+        return Path(f"/proc/{match.group(1)}/cmdline").read_bytes().decode(errors="replace").split("\0")
+    except OSError:
+        return []
