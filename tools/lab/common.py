@@ -37,7 +37,7 @@ def podman(*args, **kw) -> subprocess.CompletedProcess:
 
 @contextlib.contextmanager
 def mutation_lock():
-    """Held while a command makes or removes containers (up, down, reset): make molecule's two
+    """Held while a command makes or removes containers (up, down, reset), and by status: make molecule's two
     streams of scenarios run beside each other, and one stream's `reset` of its host must not meet
     the other's `up` half-way (a container created twice, a known_hosts file read mid-write)."""
     STATE.mkdir(parents=True, exist_ok=True)

@@ -160,9 +160,11 @@ def main(argv=None) -> int:
         command = {"up": cmd_up, "down": cmd_down, "status": cmd_status, "reset": cmd_reset,
                    "stop": cmd_power, "start": cmd_power, "kill": cmd_power,
                    "index-delay": cmd_index_delay}[args.cmd]
-        if args.cmd not in ("up", "down", "reset"):
+        if args.cmd not in ("up", "down", "reset", "status"):
             return command(args)  # one container's power, or the index: nothing shared is rewritten
-        with mutation_lock():  # containers made or removed, known_hosts and the inventory written
+        # containers made or removed, known_hosts and the inventory written; status waits for them, or it
+        # would report a host that the other stream's reset is recreating as absent
+        with mutation_lock():
             return command(args)
     except LabError as exc:
         print(f"lab: {exc}", file=sys.stderr)
