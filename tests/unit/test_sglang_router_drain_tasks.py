@@ -264,7 +264,7 @@ def test_a_later_wave_that_never_restarted_is_said_so_and_is_not_registered_agai
     diagnosis = json.loads((root / "diagnosis.json").read_text())
     back = "current back at r1, which it still runs" if rollback_to else \
         "no release to point current back at, so it runs this release at its next restart"
-    assert diagnosis == {"lines": ["sglang-dflash@q2.service was not restarted (a later wave): restored "
+    assert diagnosis == {"lines": ["sglang-dflash@q2.service was not restarted by this run: restored "
                                    "/etc/dflash/q2.env as before this run; " + back], "serving": []}
 
 
