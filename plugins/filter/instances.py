@@ -207,10 +207,12 @@ def _shared(present: list, key: str) -> dict:
     seen: dict = {}
     for inst in present:
         values = inst.get(key)
+        label = (f"{_label(inst['surge_of'])}'s surge" if inst.get("surge_of") is not None
+                 else _label(inst.get("name")))
         for value in values if isinstance(values, list) else [values]:
             value = as_int(value)
             if value is not None:
-                seen.setdefault(value, []).append(_label(inst.get("name")))
+                seen.setdefault(value, []).append(label)
     return {value: names for value, names in seen.items() if len(names) > 1}
 
 
@@ -246,6 +248,13 @@ def instance_errors(instances, environment=None, api_keys=None) -> list:
             errors.append(f"instance {label}: set {', '.join(missing)}")
         errors += _number_errors(inst, label)
         errors += _value_errors(inst, label)
+    surges = []
+    for inst in present:
+        problems = surge_errors(inst.get("surge"), _label(inst.get("name")))
+        errors += problems
+        if not problems and inst.get("surge"):
+            surges.append(surge_worker(inst))
+    present = present + surges
     for port, owners in sorted(_shared(present, "port").items()):
         errors.append(f"port {port} is assigned to {' and '.join(owners)}: give each instance its own port")
     for gpu, owners in sorted(_shared(present, "gpus").items()):
@@ -253,6 +262,46 @@ def instance_errors(instances, environment=None, api_keys=None) -> list:
             errors.append(f"GPU {gpu} is assigned to {' and '.join(dict.fromkeys(owners))}: "
                           f"give each instance its own GPUs")
     return errors
+
+
+SURGE_SUFFIX = ".surge"  # not a character an instance name may hold: a surge worker's name is never one
+
+
+def surge_errors(surge, label) -> list:
+    """Why an instance's ``surge`` ({gpus, port}) cannot work, one line each ([] for none or a good one)."""
+    if surge in (None, {}, ""):
+        return []
+    if not isinstance(surge, dict):
+        return [f"instance {label}: surge is a {type(surge).__name__}: give {{gpus: [...], port: N}}"]
+    errors = []
+    unknown = sorted(set(surge) - {"gpus", "port"})
+    if unknown:
+        errors.append(f"instance {label}: surge has {', '.join(map(str, unknown))}: it takes gpus and port only")
+    if surge.get("gpus") in (None, "", []) or surge.get("port") in (None, ""):
+        errors.append(f"instance {label}: surge needs gpus and port "
+                      "(the spare GPUs and the port its surge worker uses)")
+    errors += [e.replace(f"instance {label}: ", f"instance {label}: surge ", 1)
+               for e in _number_errors({"gpus": surge.get("gpus"), "port": surge.get("port")}, label)]
+    return errors
+
+
+def surge_worker(inst) -> dict:
+    """The temporary worker a restart of ``inst`` starts on its surge GPUs and port (sglang_service's
+    surge_up.yml): the instance's settings, its name with ``.surge`` (unit sglang-dflash@<name>.surge),
+    the surge's GPUs and port, and ``surge_of`` the instance's name."""
+    surge = inst.get("surge") or {}
+    worker = {k: v for k, v in inst.items() if k != "surge"}
+    worker.update(name=str(inst.get("name")) + SURGE_SUFFIX, surge_of=inst.get("name"),
+                  gpus=[as_int(g) if as_int(g) is not None else g for g in surge.get("gpus") or []],
+                  port=as_int(surge.get("port")) if as_int(surge.get("port")) is not None else surge.get("port"))
+    return worker
+
+
+def surge_workers(instances, names=None) -> list:
+    """The surge workers of the instances (of those named, when ``names`` is given) that declare one."""
+    wanted = None if names is None else {str(n) for n in names}
+    return [surge_worker(i) for i in instances or []
+            if isinstance(i, dict) and i.get("surge") and (wanted is None or str(i.get("name")) in wanted)]
 
 
 def setting_errors(settings) -> list:
@@ -294,6 +343,7 @@ class FilterModule:
         return {
             "instance_errors": instance_errors,
             "instances_typed": instances_typed,
+            "surge_workers": surge_workers,
             "setting_errors": setting_errors,
             "systemd_env_quote": systemd_env_quote,
         }

@@ -269,6 +269,27 @@ def _requests(count) -> str:
     return "1 request" if count == 1 else f"{count} requests"
 
 
+def router_surge_record(result: dict, state: str) -> dict:
+    """One record of the surge entry point's loop (its item: {name, model, router, worker}): ``ok`` whether the
+    worker was registered (present) or taken out (absent), ``seconds`` the drain's, ``error`` why not."""
+    result = result if isinstance(result, dict) else {}
+    item = result.get("item") or {}
+    failed = bool(result.get("failed")) or ("after" not in result if state == "present" else "registered" not in result)
+    return {"instance": item.get("name"), "router": item.get("router"), "worker": item.get("worker"), "state": state,
+            "ok": not failed, "seconds": _number(result.get("seconds")) or 0.0,
+            "error": str(result.get("msg") or "failed") if failed else None}
+
+
+def router_surge_line(record: dict) -> str:
+    """A surge worker's drain out of its router (the surge entry point's ``absent`` record) in words."""
+    record = record if isinstance(record, dict) else {}
+    name, router = record.get("instance"), record.get("router")
+    if not record.get("ok"):
+        return f"router: surge worker {name} was not taken out of {router} ({record.get('error')}); it was stopped"
+    return (f"router: surge worker {name} served while its instance restarted; taken out of {router}, drained in "
+            f"{_seconds(record.get('seconds'))}, stopped")
+
+
 def router_drain_lines(drains: list, rejoins: list | None = None) -> list:
     """The drains and the registrations again in words, one line each (``router: ...``), for the deploy summary
     and a roll-back's diagnosis. A worker the router did not have says nothing."""
@@ -317,4 +338,6 @@ class FilterModule:
             "router_rejoin_targets": router_rejoin_targets,
             "router_rejoins": router_rejoins,
             "router_drain_lines": router_drain_lines,
+            "router_surge_record": router_surge_record,
+            "router_surge_line": router_surge_line,
         }

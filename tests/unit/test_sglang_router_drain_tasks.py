@@ -264,5 +264,31 @@ def test_a_later_wave_that_never_restarted_is_said_so_and_is_not_registered_agai
     diagnosis = json.loads((root / "diagnosis.json").read_text())
     back = "current back at r1, which it still runs" if rollback_to else \
         "no release to point current back at, so it runs this release at its next restart"
-    assert diagnosis == {"lines": ["sglang-dflash@q2.service was not restarted (a later wave): restored "
+    assert diagnosis == {"lines": ["sglang-dflash@q2.service was not restarted by this run: restored "
                                    "/etc/dflash/q2.env as before this run; " + back], "serving": []}
+
+
+def test_a_surge_worker_is_registered_beside_its_instance_then_drained_out(root):
+    """The router role's surge entry point as surge_up.yml and surge_down.yml include it: present adds the surge
+    worker to the model's router and leaves the instance registered; absent takes it out once it runs nothing."""
+    surge_step = {"name": "The surge", "ansible.builtin.include_role": {
+        "name": "dflash.deploy.sglang_router", "tasks_from": "surge", "rolespec_validate": False},
+        "vars": {"sglang_router_surge_workers": "{{ _surge }}", "sglang_router_surge_state": "{{ _state }}"}}
+    with router_standin() as (url, router), loads_standin() as (w1, _one), loads_standin() as (ws, surge):
+        router.register(w1)
+        surge.running = [1, 0]
+        present = instances(int(w1.rsplit(":", 1)[1]), 30002)[:1]
+        worker = {**present[0], "name": "q1.surge", "surge_of": "q1", "port": int(ws.rsplit(":", 1)[1])}
+        (root / "etc" / "q1.surge.env").write_text("SGLANG_API_KEY=sekret\n")
+        seen = []
+        surge.on_request = lambda: seen.append(sorted(router.urls()))
+        on = {"sglang_router_enabled": True, "sglang_router_mode": "external", "sglang_router_url": url,
+              "sglang_router_drain_interval": 0.2, "sglang_router_instance_config_dir": str(root / "etc"),
+              "_sglang_service_present": present, "_surge": [worker]}
+        rc, _facts, out = run(root, {**on, "_state": "present"}, between=[surge_step], ready=False)
+        assert rc == 0, out[-3000:]
+        assert sorted(router.urls()) == sorted([w1, ws])   # both serve the model now
+        rc, _facts, out = run(root, {**on, "_state": "absent"}, between=[surge_step], ready=False)
+        assert rc == 0, out[-3000:]
+        assert router.urls() == [w1]                       # the surge worker is out, the instance stays
+        assert seen and all(ws not in urls for urls in seen)   # its load was asked once it was out

@@ -296,3 +296,36 @@ def test_quoted_values_read_back_the_same_in_a_posix_shell(tmp_path):
     out = subprocess.run(["sh", "-c", script, "_", str(env_file)], capture_output=True, check=True,
                          env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")})
     assert out.stdout.decode().split("\0")[:-1] == VALUES
+
+
+def test_surge_gpus_and_port_are_checked_like_an_instance_s_and_against_every_other():
+    solo = inst("solo", [4], 30004, surge={"gpus": [5], "port": 30005})
+    assert mod.instance_errors([solo, inst("q1", [1], 30001)]) == []
+    assert mod.instance_errors([solo, inst("q1", [5], 30005)]) == [
+        "port 30005 is assigned to q1 and solo's surge: give each instance its own port",
+        "GPU 5 is assigned to q1 and solo's surge: give each instance its own GPUs"]
+    assert mod.instance_errors([inst("solo", [4], 30004, surge={"gpus": [4], "port": 30004})]) == [
+        "port 30004 is assigned to solo and solo's surge: give each instance its own port",
+        "GPU 4 is assigned to solo and solo's surge: give each instance its own GPUs"]
+    assert mod.instance_errors([inst("solo", [4], 30004, surge={"gpus": "five", "port": 70000, "x": 1})]) == [
+        "instance solo: surge has x: it takes gpus and port only",
+        "instance solo: surge port 70000 is out of range (1-65535)",
+        "instance solo: surge gpus 'five' is not a list: give GPU indexes, e.g. gpus: [1]"]
+    assert mod.instance_errors([inst("solo", [4], 30004, surge={"gpus": [5]})]) == [
+        "instance solo: surge needs gpus and port (the spare GPUs and the port its surge worker uses)"]
+    assert mod.instance_errors([inst("solo", [4], 30004, surge=[5])]) == [
+        "instance solo: surge is a list: give {gpus: [...], port: N}"]
+    # an absent instance's surge frees what it named
+    assert mod.instance_errors([inst("gone", [5], 30005, state="absent", surge={"gpus": [6], "port": 30006}),
+                                inst("q1", [6], 30006)]) == []
+
+
+def test_a_surge_worker_is_the_instance_on_its_surge_gpus_and_port_under_a_name_no_instance_can_have():
+    solo = inst("solo", ["4"], "30004", surge={"gpus": ["5"], "port": "30005"}, environment={"A": "1"})
+    (worker,) = mod.surge_workers([solo, inst("q1", [1], 30001)])
+    assert worker["name"] == "solo.surge" and worker["surge_of"] == "solo"
+    assert worker["gpus"] == [5] and worker["port"] == 30005 and "surge" not in worker
+    assert worker["environment"] == {"A": "1"} and worker["model_path"] == solo["model_path"]
+    assert mod.name_error("solo.surge") is not None   # an instance can never be named so
+    assert mod.surge_workers([solo], ["q1"]) == [] and mod.surge_workers([solo], ["solo"]) == [worker]
+    assert mod.surge_workers([inst("q1", [1], 30001)]) == []

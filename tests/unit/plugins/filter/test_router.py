@@ -223,3 +223,19 @@ def test_rejoin_targets_are_the_drained_workers_of_the_named_instances():
         "http://r:1": ["http://127.0.0.1:30001", "http://127.0.0.1:30002"], "http://r:2": ["http://127.0.0.1:30011"]}
     assert mod.router_rejoin_targets(drains, ["q2"]) == {"http://r:1": ["http://127.0.0.1:30002"]}
     assert mod.router_rejoin_targets(drains, []) == {} and mod.router_rejoin_targets(None, ["q1"]) == {}
+
+
+def test_surge_records_and_their_line():
+    item = {"name": "solo.surge", "model": "m", "router": "http://127.0.0.1:30200", "worker": "http://127.0.0.1:30005"}
+    registered = mod.router_surge_record({"item": item, "after": ["http://127.0.0.1:30005"]}, "present")
+    assert registered == {"instance": "solo.surge", "router": "http://127.0.0.1:30200", "worker": "http://127.0.0.1:30005",
+                          "state": "present", "ok": True, "seconds": 0.0, "error": None}
+    drained = mod.router_surge_record({"item": item, "registered": True, "removed": True, "seconds": 2.14}, "absent")
+    assert mod.router_surge_line(drained) == (
+        "router: surge worker solo.surge served while its instance restarted; taken out of http://127.0.0.1:30200, "
+        "drained in 2.1s, stopped")
+    refused = mod.router_surge_record({"item": item, "failed": True, "msg": "HTTP 500"}, "absent")
+    assert not refused["ok"] and refused["error"] == "HTTP 500"
+    assert mod.router_surge_line(refused) == (
+        "router: surge worker solo.surge was not taken out of http://127.0.0.1:30200 (HTTP 500); it was stopped")
+    assert not mod.router_surge_record({"item": item}, "present")["ok"]   # no answer: not registered
