@@ -12,6 +12,7 @@
 #                                small wheels of sglang's import closure the machine's venv lacks
 #   .gpu-carry/whl/              ansible-core 2.19 and what it needs (py3.12 wheels)
 #   .gpu-carry/jit-cache-sm90.tar.gz   tvm-ffi and Triton JIT build trees of an earlier run (sm_90)
+#   .gpu-carry/wheels-c.tar.xz   (step surge) sglang-router 0.3.2 and its closure (24 real cp312 wheels)
 #
 # Steps (STEPS, default wheels,stage,deploy,serve,warm; `again` after deploy: AGAIN=3 no-change re-runs):
 #   wheels  rebuild the carried wheels; tests/gpu/standin_wheels.py completes the wheelhouse so that
@@ -29,6 +30,19 @@
 #           play) with jit-cache-sm90.tar.gz restored into its cache dirs first; the greedy outputs
 #           of 1 and 2 compared token for token
 #   warm    3 tiny restarted: its own JIT caches (kept in /var/cache/dflash/tiny) are warm
+#   surge   (issue 26, instead of serve/warm; needs .gpu-carry/wheels-c.tar.xz, sglang-router 0.3.2 and
+#           its closure) the surge upgrade of sglang_service's surge_up.yml / restart_wave.yml /
+#           surge_down.yml, step by step with the collection's own modules run as programs, behind the
+#           real router the deploy installed (sglang_router, units written, started here as systemd
+#           would), under a steady streaming load through the router, counted (load_client.py of the
+#           router scenario): tiny ready and measured (its perf record), the router, the load; a new
+#           configuration (--max-running-requests 16) written for tiny and for the surge worker
+#           tiny-surge (same served model, port 30005, its cache seeded from tiny's); tiny-surge ready and
+#           registered; tiny drained (worker_drain), stopped, started on the new configuration, ready,
+#           gated against its record (perf_probe), registered; tiny-surge drained and stopped.
+#           One GPU: the surge worker shares GPU 0 with tiny (the collection refuses that; the harness
+#           writes the surge worker as an instance of its own), so the gate's figures are measured
+#           beside a busy second server. SURGE_LOAD_CONCURRENCY (4) streams, 30 tokens each
 # SOURCE=overlay (steps wheels,stage,refuse,deploy,serve): sglang[all]==0.5.9 (needs
 #   .gpu-carry/wheels-overlay.tar.xz: transformers 4.57.1, huggingface-hub 0.36.2 and 1.33.0, pyyaml 6.0.1), the 0.5.11 tree
 #   captured by the dflash_tree_capture module; `refuse` deploys it with
@@ -48,7 +62,8 @@ SGLANG_PY=${SGLANG_PY:-/usr/bin/python3}
 READY_TIMEOUT=${READY_TIMEOUT:-420}
 DTYPE=${DTYPE:-bfloat16}  # float32: greedy DFLASH vs plain without bf16 near-ties
 SOURCE=${SOURCE:-upstream}  # overlay: sglang[all] 0.5.9 + the 0.5.11 tree applied whole (steps refuse, deploy, serve)
-SKIP_SYSTEMD=sglang_service_switch,sglang_service_readiness,sglang_service_absent${EXTRA_SKIP:+,$EXTRA_SKIP}
+SKIP_SYSTEMD=sglang_service_switch,sglang_service_readiness,sglang_service_absent,sglang_router_start,sglang_router_register${EXTRA_SKIP:+,$EXTRA_SKIP}
+ROUTER_PORT=${ROUTER_PORT:-30100} SURGE_PORT=${SURGE_PORT:-30005}
 RES=$WORK/results
 rm -rf "$RES" && mkdir -p "$OUT" "$RES"
 log() { printf '[real-sglang %4ds] %s\n' "$SECONDS" "$*" | tee -a "$RES/steps.log" "$OUT/progress.log"; }
@@ -87,7 +102,7 @@ log "nvcc: ${NVCC:-none}; uv: $UV; $(nvidia-smi --query-gpu=name,driver_version 
 WH=$WORK/wheelhouse
 if has wheels; then
   rm -rf "$WORK/dl" "$WH" && mkdir -p "$WH"
-  python3 "$REPO/tests/gpu/wheel_transport.py" unpack "$CARRY"/wheels-[ab].tar.xz \
+  python3 "$REPO/tests/gpu/wheel_transport.py" unpack "$CARRY"/wheels-[abc].tar.xz \
     $([ "$SOURCE" = overlay ] && echo "$CARRY/wheels-overlay.tar.xz") --out "$WORK/dl" > "$RES/wheels.log" \
     || { log "wheels: rebuild failed"; tail -3 "$RES/wheels.log"; exit 3; }
   cp "$WORK/dl"/*.whl "$WH/"
@@ -166,15 +181,17 @@ EXTRA='["--dtype", "'"$DTYPE"'", "--sampling-backend", "pytorch", "--grammar-bac
   "--max-total-tokens", "65536", "--max-running-requests", "8", "--context-length", "4096"]'
 ENVS='{"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_HUB_DISABLE_TELEMETRY": "1",
   "TVM_FFI_DISABLE_TORCH_C_DLPACK": "1", "SGLANG_HEALTH_CHECK_TIMEOUT": "300"}'
-instance_json() {  # NAME PORT DRAFT(0|1)
+instance_json() {  # NAME PORT DRAFT(0|1) [SERVED_NAME (NAME)] [MAX_RUNNING (8)]
+  local served=${4:-$1} extra
+  extra=$(echo "$EXTRA" | sed "s/\"--max-running-requests\", \"8\"/\"--max-running-requests\", \"${5:-8}\"/")
   if [ "$3" = 1 ]; then
     printf '{"name": "%s", "gpus": [0], "port": %s, "model_path": "%s/target", "draft_model_path": "%s/draft",
       "served_model_name": "%s", "attention_backend": "triton", "num_draft_tokens": 16,
-      "extra_args": %s, "environment": %s}' "$1" "$2" "$MODELS" "$MODELS" "$1" \
-      "$(echo "$EXTRA" | sed 's/]$/, "--speculative-draft-attention-backend", "triton"]/')" "$ENVS"
+      "extra_args": %s, "environment": %s}' "$1" "$2" "$MODELS" "$MODELS" "$served" \
+      "$(echo "$extra" | sed 's/]$/, "--speculative-draft-attention-backend", "triton"]/')" "$ENVS"
   else
     printf '{"name": "%s", "gpus": [0], "port": %s, "model_path": "%s/target", "served_model_name": "%s",
-      "attention_backend": "triton", "extra_args": %s, "environment": %s}' "$1" "$2" "$MODELS" "$1" "$EXTRA" "$ENVS"
+      "attention_backend": "triton", "extra_args": %s, "environment": %s}' "$1" "$2" "$MODELS" "$served" "$extra" "$ENVS"
   fi
 }
 write_vars() {  # FILE INSTANCE_JSON: the vars of a play, with the instance facts dflash.deploy.instances would set
@@ -212,6 +229,9 @@ v = {
   "host_lock_wait": 60,
   "sglang_service_instances": [json.loads(inst)],
 }
+if "$([ -n "${ROUTER:-}" ] && echo 1)":  # the router in front (step surge): installed, its unit written
+    v.update({"sglang_router_enabled": True,
+              "sglang_router_models": {"tiny": {"port": $ROUTER_PORT, "prometheus_port": $((ROUTER_PORT - 1000))}}})
 d = yaml.safe_load(open(defaults))["sglang_service_instance_defaults"]
 every = [dict(d, **i) for i in v["sglang_service_instances"]]
 v["_sglang_service_all"] = every
@@ -230,6 +250,7 @@ play() {  # NAME VARS PLAYBOOK ARGS...
   grep -E '^(fatal|failed):' -A6 "$RES/$name.log" | grep -E 'fatal|failed|msg' | cut -c1-2500 | head -6 | tee -a "$RES/steps.log"
   return $rc
 }
+has surge && ROUTER=1
 write_vars "$WORK/vars.json" "$(instance_json tiny 30001 1)"
 
 if has stage; then
@@ -376,6 +397,108 @@ elif has serve && [ -n "$RELEASE" ]; then
   tar -czf "$OUT/results.tar.gz" -C "$RES" .
   has warm && serve dflash-warm tiny 30001
   log "jit caches after: tiny $(du -sh "$CACHE/tiny" | cut -f1), tiny-plain $(du -sh "$CACHE/tiny-plain" | cut -f1)"
+fi
+# -- surge (issue 26): the surge upgrade behind the real router, step by step, the load counted
+module() {  # LABEL MODULE ARGS_JSON: a module file run as a program (as serve() runs instance_ready)
+  printf '{"ANSIBLE_MODULE_ARGS": %s}' "$3" > "$RES/$1.args.json"
+  local s; s=$(date +%s%N)
+  PYTHONPATH="$WORK/coll:$WORK/site" "$PY" "$REPO/plugins/modules/$2.py" "$RES/$1.args.json" > "$RES/$1.json" 2>&1
+  local rc=$?
+  log "$1 ($2): rc=$rc in $(( ($(date +%s%N) - s) / 1000000 )) ms: $(python3 -c 'import json,sys
+try:
+    r = json.load(open(sys.argv[1]))
+except ValueError:
+    print(open(sys.argv[1]).read()[-600:]); raise SystemExit
+print(json.dumps({k: r[k] for k in ("msg", "changed", "failed", "drained", "timed_out", "seconds", "in_flight",
+                  "reason", "verdict", "figures", "baseline_release", "after", "added", "removed") if k in r})[:1200])' "$RES/$1.json")"
+  return $rc
+}
+start_unit() {  # LABEL UNIT_FILE INSTANCE READY_ARGV...: ExecStart as systemd would, left running once ready
+  local label=$1 unit=$2 inst=$3; shift 3
+  local s; s=$(date +%s%N)
+  python3 "$REPO/tests/gpu/unit_exec.py" --unit "$unit" --instance "$inst" --log "$RES/server-$label.log" \
+    --out "$RES/start-$label.json" --keep-running --ready "$@" > /dev/null
+  local rc=$?
+  log "$label: $(basename "$unit") ($inst) ready rc=$rc after $(( ($(date +%s%N) - s) / 1000000 )) ms, pid $(python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get("pid", ""))' "$RES/start-$label.json" 2>/dev/null)"
+  [ "$rc" = 0 ] || python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get("log_tail", "")[-2500:])' "$RES/start-$label.json" | tee -a "$RES/steps.log"
+  return $rc
+}
+stop_unit() {  # LABEL: KillMode=mixed, as serve() stops its server
+  local pid; pid=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get("pid", ""))' "$RES/start-$1.json" 2>/dev/null)
+  [ -n "$pid" ] || return 0
+  kill -TERM "$pid" 2>/dev/null
+  for _ in $(seq 30); do kill -0 "$pid" 2>/dev/null || break; sleep 1; done
+  kill -KILL -- "-$pid" 2>/dev/null
+  log "$1: stopped (pid $pid)"
+}
+ready_argv() {  # PORT SERVED UNIT_INSTANCE: instance_ready's argv, with the options ready_or_roll_back.yml gives it
+  printf '{"ANSIBLE_MODULE_ARGS": {"base": "http://127.0.0.1:%s", "model": "%s", "unit": "sglang-dflash@%s.service", "timeout": %s, "interval": 1, "max_restarts": 0, "env_file": "%s/%s.env"}}' \
+    "$1" "$2" "$3" "$READY_TIMEOUT" "$CONF" "$3" > "$RES/ready-$3-$1.args.json"
+  echo env PYTHONPATH="$WORK/coll:$WORK/site" "$PY" "$REPO/plugins/modules/instance_ready.py" "$RES/ready-$3-$1.args.json"
+}
+if has surge && [ -n "$RELEASE" ]; then
+  UNIT=/etc/systemd/system/sglang-dflash@.service
+  RUNIT=/etc/systemd/system/sglang-router@tiny.service
+  RURL=http://127.0.0.1:$ROUTER_PORT
+  META=$BASE/releases/$RELEASE/.dflash-release
+  UUID0=$(nvidia-smi --query-gpu=uuid --format=csv,noheader -i 0 2>/dev/null | tr -d ' ')
+  LOADOUT=$RES/surge-load.json STOP=$RES/surge-load.stop
+  log "surge: router unit $(ls "$RUNIT" 2>/dev/null || echo MISSING), workers at start: $(cat "$CONF/router/tiny.workers" 2>/dev/null); router venv: $(cat /opt/dflash/router/*/built.json 2>/dev/null | tr -d '\n ')"
+  # The surge worker's and the new configuration's env files, by config-only plays (the collection's
+  # surge_up.yml writes sglang-dflash@tiny.surge's; it refuses a surge on the instance's own GPU)
+  write_vars "$WORK/vars-surge.json" "$(instance_json tiny-surge "$SURGE_PORT" 1 tiny 16)"
+  play config-surge "$WORK/vars-surge.json" deploy_dflash.yml --tags sglang_service \
+    --skip-tags "sglang_service_verify,stage,$SKIP_SYSTEMD"
+  ln -sfn "$BASE/releases/$RELEASE" "$BASE/instances/tiny/current"
+  ln -sfn "$BASE/releases/$RELEASE" "$BASE/instances/tiny-surge/current"
+  # 1 tiny on its first configuration, its record as a first deploy promotes it
+  start_unit tiny-1 "$UNIT" tiny $(ready_argv 30001 tiny tiny) || { log "surge: tiny never ready"; }
+  module perf-first perf_probe "{\"port\": 30001, \"env_file\": \"$CONF/tiny.env\", \"release\": \"$RELEASE\", \"gpus\": [\"$UUID0\"], \"record\": \"$META/perf-tiny.next.json\"}" \
+    && mv "$META/perf-tiny.next.json" "$META/perf-tiny.json"
+  # 2 the router, as its unit runs it; its workers at start are tiny's
+  start_unit router "$RUNIT" tiny python3 -c 'import sys, time, urllib.request
+for _ in range(60):
+    try:
+        urllib.request.urlopen(sys.argv[1] + "/health", timeout=2); print("{\"ready\": true}"); sys.exit(0)
+    except Exception:
+        time.sleep(1)
+sys.exit(1)' "$RURL"
+  module register-tiny router_workers "{\"url\": \"$RURL\", \"workers\": [\"http://127.0.0.1:30001\"], \"state\": \"exact\", \"timeout\": 120}"
+  # 3 the load, through the router, for the whole upgrade
+  rm -f "$STOP"
+  python3 "$REPO/extensions/molecule/router/files/load_client.py" --url "$RURL" --out "$LOADOUT" --stop-file "$STOP" \
+    --concurrency "${SURGE_LOAD_CONCURRENCY:-4}" --max-new-tokens 30 > "$RES/load.log" 2>&1 &
+  LOADPID=$!
+  sleep 5
+  log "surge: load running: $(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print({k: r[k] for k in ("requests", "ok", "cut", "refused", "failed")})' "$LOADOUT" 2>/dev/null)"
+  # 4 the new configuration for tiny (written while it runs, as the deploy writes it)
+  write_vars "$WORK/vars-new.json" "$(instance_json tiny 30001 1 tiny 16)"
+  play config-new "$WORK/vars-new.json" deploy_dflash.yml --tags sglang_service \
+    --skip-tags "sglang_service_verify,stage,$SKIP_SYSTEMD"
+  # 5 surge_up: the surge worker (its JIT cache seeded from tiny's), ready, registered beside tiny
+  mkdir -p "$CACHE/tiny-surge" && cp -a "$CACHE/tiny/." "$CACHE/tiny-surge/"
+  if start_unit surge "$UNIT" tiny-surge $(ready_argv "$SURGE_PORT" tiny tiny-surge); then
+    module register-surge router_workers "{\"url\": \"$RURL\", \"workers\": [\"http://127.0.0.1:$SURGE_PORT\"], \"state\": \"present\", \"timeout\": 120}"
+    # 6 the wave: tiny drained out of the router, stopped, started on the new configuration
+    module drain-tiny worker_drain "{\"url\": \"$RURL\", \"worker\": \"http://127.0.0.1:30001\", \"timeout\": 120, \"env_file\": \"$CONF/tiny.env\"}"
+    stop_unit tiny-1
+    start_unit tiny-2 "$UNIT" tiny $(ready_argv 30001 tiny tiny)
+    # 7 the gate against tiny's record (same release, same card), then promotion and registration
+    module perf-gate perf_probe "{\"port\": 30001, \"env_file\": \"$CONF/tiny.env\", \"release\": \"$RELEASE\", \"gpus\": [\"$UUID0\"], \"baseline\": \"$META/perf-tiny.json\", \"record\": \"$META/perf-tiny.next.json\"}"
+    GATE=$?
+    [ "$GATE" = 0 ] && mv "$META/perf-tiny.next.json" "$META/perf-tiny.json"
+    module rejoin-tiny router_workers "{\"url\": \"$RURL\", \"workers\": [\"http://127.0.0.1:30001\"], \"state\": \"present\", \"timeout\": 120}"
+    # 8 surge_down: the surge worker drained out and stopped
+    module drain-surge worker_drain "{\"url\": \"$RURL\", \"worker\": \"http://127.0.0.1:$SURGE_PORT\", \"timeout\": 120, \"env_file\": \"$CONF/tiny-surge.env\"}"
+    stop_unit surge
+  fi
+  sleep 5
+  touch "$STOP"; wait "$LOADPID"
+  module workers-after router_workers "{\"url\": \"$RURL\", \"workers\": [\"http://127.0.0.1:30001\"], \"state\": \"exact\", \"timeout\": 30}"
+  log "surge: load: $(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(json.dumps({k: r[k] for k in ("seconds", "requests", "ok", "cut", "refused", "failed", "refused_by_status", "examples")}))' "$LOADOUT" 2>/dev/null)"
+  cp "$LOADOUT" "$OUT/surge-load.json" 2>/dev/null
+  grep -m3 -iE "DFLASH|max_running_requests=16" "$RES/server-surge.log" | cut -c1-300 | tee -a "$RES/steps.log"
+  stop_unit tiny-2; stop_unit router
 fi
 log "done"
 python3 - "$RES" "$OUT/summary.json" <<'EOF'

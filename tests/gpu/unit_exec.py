@@ -14,7 +14,8 @@ of the instance, in name order) and starts ``ExecStart`` with:
   the caller;
 * ``User=``/``Group=`` (with the user's supplementary groups),
   ``WorkingDirectory=``, ``UMask=``, a new session;
-* specifiers ``%i %I %n %N %p %%`` expanded.
+* specifiers ``%i %I %n %N %p %%`` expanded, then ExecStart's ``$NAME`` and ``${NAME}``
+  (``expand_env_words``).
 
 Not reproduced (systemd only): the sandboxing directives (ProtectSystem=,
 DevicePolicy=/DeviceAllow=, PrivateTmp=, …), cgroups, Restart=, timeouts;
@@ -34,6 +35,7 @@ import grp
 import json
 import os
 import pwd
+import re
 import shlex
 import signal
 import subprocess
@@ -87,6 +89,19 @@ def expand(value: str, unit: str, instance: str) -> str:
             out.append(c)
             i += 1
     return "".join(out)
+
+
+def expand_env_words(argv: list[str], env: dict[str, str]) -> list[str]:
+    """ExecStart's variables, as systemd.service(5) "Command lines" expands them: a word that is
+    exactly ``$NAME`` becomes the variable's value split at whitespace (no word when it is empty or
+    unset); ``${NAME}`` anywhere in a word becomes its value, the word staying one word."""
+    out: list[str] = []
+    for word in argv:
+        if re.fullmatch(r"\$[A-Za-z_][A-Za-z0-9_]*", word):
+            out += env.get(word[1:], "").split()
+            continue
+        out.append(re.sub(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}", lambda m: env.get(m.group(1), ""), word))
+    return out
 
 
 def parse_env_assignments(text: str) -> dict[str, str]:
@@ -185,7 +200,7 @@ def main() -> int:
         opts.out.write_text(json.dumps(res, indent=1))
         return 2
     cmdline = expand(exec_lines[0], unit_name, opts.instance).lstrip("@-:+!")
-    argv = shlex.split(cmdline)
+    argv = expand_env_words(shlex.split(cmdline), env)
     groups = sorted({g.gr_gid for g in grp.getgrall() if pw.pw_name in g.gr_mem} | {gid})
     res.update({"user": user, "uid": pw.pw_uid, "group": group, "gid": gid, "groups": groups,
                 "working_directory": wd, "umask": oct(umask), "argv": argv,
