@@ -452,7 +452,9 @@ if has surge && [ -n "$RELEASE" ]; then
   ln -sfn "$BASE/releases/$RELEASE" "$BASE/instances/tiny/current"
   ln -sfn "$BASE/releases/$RELEASE" "$BASE/instances/tiny-surge/current"
   # 1 tiny on its first configuration, its record as a first deploy promotes it
-  start_unit tiny-1 "$UNIT" tiny $(ready_argv 30001 tiny tiny) || { log "surge: tiny never ready"; }
+  start_unit tiny-1 "$UNIT" tiny $(ready_argv 30001 tiny tiny) || { log "surge: tiny never ready, nothing more to prove"; STEPS=; }
+fi
+if has surge && [ -n "$RELEASE" ]; then
   module perf-first perf_probe "{\"port\": 30001, \"env_file\": \"$CONF/tiny.env\", \"release\": \"$RELEASE\", \"gpus\": [\"$UUID0\"], \"record\": \"$META/perf-tiny.next.json\"}" \
     && mv "$META/perf-tiny.next.json" "$META/perf-tiny.json"
   # 2 the router, as its unit runs it; its workers at start are tiny's
