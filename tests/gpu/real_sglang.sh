@@ -182,16 +182,21 @@ EXTRA='["--dtype", "'"$DTYPE"'", "--sampling-backend", "pytorch", "--grammar-bac
 ENVS='{"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_HUB_DISABLE_TELEMETRY": "1",
   "TVM_FFI_DISABLE_TORCH_C_DLPACK": "1", "SGLANG_HEALTH_CHECK_TIMEOUT": "300"}'
 instance_json() {  # NAME PORT DRAFT(0|1) [SERVED_NAME (NAME)] [MAX_RUNNING (8)]
-  local served=${4:-$1} extra
+  # with ROUTER (step surge) the instance shares GPU 0 with the surge worker: allow_shared_gpus. The
+  # surge step's configuration plays also skip preflight, which refuses the port of a server that
+  # unit_exec.py started (no unit holds it here)
+  local served=${4:-$1} extra shared=false
+  [ -n "${ROUTER:-}" ] && shared=true
   extra=$(echo "$EXTRA" | sed "s/\"--max-running-requests\", \"8\"/\"--max-running-requests\", \"${5:-8}\"/")
   if [ "$3" = 1 ]; then
     printf '{"name": "%s", "gpus": [0], "port": %s, "model_path": "%s/target", "draft_model_path": "%s/draft",
-      "served_model_name": "%s", "attention_backend": "triton", "num_draft_tokens": 16,
-      "extra_args": %s, "environment": %s}' "$1" "$2" "$MODELS" "$MODELS" "$served" \
+      "served_model_name": "%s", "attention_backend": "triton", "num_draft_tokens": 16, "allow_shared_gpus": %s,
+      "extra_args": %s, "environment": %s}' "$1" "$2" "$MODELS" "$MODELS" "$served" "$shared" \
       "$(echo "$extra" | sed 's/]$/, "--speculative-draft-attention-backend", "triton"]/')" "$ENVS"
   else
     printf '{"name": "%s", "gpus": [0], "port": %s, "model_path": "%s/target", "served_model_name": "%s",
-      "attention_backend": "triton", "extra_args": %s, "environment": %s}' "$1" "$2" "$MODELS" "$served" "$extra" "$ENVS"
+      "attention_backend": "triton", "allow_shared_gpus": %s, "extra_args": %s, "environment": %s}' \
+      "$1" "$2" "$MODELS" "$served" "$shared" "$extra" "$ENVS"
   fi
 }
 write_vars() {  # FILE INSTANCE_JSON: the vars of a play, with the instance facts dflash.deploy.instances would set
@@ -448,7 +453,7 @@ if has surge && [ -n "$RELEASE" ]; then
   # surge_up.yml writes sglang-dflash@tiny.surge's; it refuses a surge on the instance's own GPU)
   write_vars "$WORK/vars-surge.json" "$(instance_json tiny-surge "$SURGE_PORT" 1 tiny 16)"
   play config-surge "$WORK/vars-surge.json" deploy_dflash.yml --tags sglang_service \
-    --skip-tags "sglang_service_verify,stage,$SKIP_SYSTEMD"
+    --skip-tags "preflight,sglang_service_verify,stage,$SKIP_SYSTEMD"
   ln -sfn "$BASE/releases/$RELEASE" "$BASE/instances/tiny/current"
   ln -sfn "$BASE/releases/$RELEASE" "$BASE/instances/tiny-surge/current"
   # 1 tiny on its first configuration, its record as a first deploy promotes it
@@ -476,7 +481,7 @@ sys.exit(1)' "$RURL"
   # 4 the new configuration for tiny (written while it runs, as the deploy writes it)
   write_vars "$WORK/vars-new.json" "$(instance_json tiny 30001 1 tiny 16)"
   play config-new "$WORK/vars-new.json" deploy_dflash.yml --tags sglang_service \
-    --skip-tags "sglang_service_verify,stage,$SKIP_SYSTEMD"
+    --skip-tags "preflight,sglang_service_verify,stage,$SKIP_SYSTEMD"
   # 5 surge_up: the surge worker (its JIT cache seeded from tiny's), ready, registered beside tiny
   mkdir -p "$CACHE/tiny-surge" && cp -a "$CACHE/tiny/." "$CACHE/tiny-surge/"
   if start_unit surge "$UNIT" tiny-surge $(ready_argv "$SURGE_PORT" tiny tiny-surge); then
@@ -488,7 +493,15 @@ sys.exit(1)' "$RURL"
     # 7 the gate against tiny's record (same release, same card), then promotion and registration
     module perf-gate perf_probe "{\"port\": 30001, \"env_file\": \"$CONF/tiny.env\", \"release\": \"$RELEASE\", \"gpus\": [\"$UUID0\"], \"baseline\": \"$META/perf-tiny.json\", \"record\": \"$META/perf-tiny.next.json\"}"
     GATE=$?
-    [ "$GATE" = 0 ] && mv "$META/perf-tiny.next.json" "$META/perf-tiny.json"
+    if [ "$GATE" = 0 ]; then
+      mv "$META/perf-tiny.next.json" "$META/perf-tiny.json"
+    else  # refused: back to the configuration it ran, restarted, as ready_or_roll_back.yml does
+      rm -f "$META/perf-tiny.next.json"
+      play config-back "$WORK/vars.json" deploy_dflash.yml --tags sglang_service \
+        --skip-tags "preflight,sglang_service_verify,stage,$SKIP_SYSTEMD"
+      stop_unit tiny-2
+      start_unit tiny-3 "$UNIT" tiny $(ready_argv 30001 tiny tiny)
+    fi
     module rejoin-tiny router_workers "{\"url\": \"$RURL\", \"workers\": [\"http://127.0.0.1:30001\"], \"state\": \"present\", \"timeout\": 120}"
     # 8 surge_down: the surge worker drained out and stopped
     module drain-surge worker_drain "{\"url\": \"$RURL\", \"worker\": \"http://127.0.0.1:$SURGE_PORT\", \"timeout\": 120, \"env_file\": \"$CONF/tiny-surge.env\"}"
@@ -499,8 +512,10 @@ sys.exit(1)' "$RURL"
   module workers-after router_workers "{\"url\": \"$RURL\", \"workers\": [\"http://127.0.0.1:30001\"], \"state\": \"exact\", \"timeout\": 30}"
   log "surge: load: $(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(json.dumps({k: r[k] for k in ("seconds", "requests", "ok", "cut", "refused", "failed", "refused_by_status", "examples")}))' "$LOADOUT" 2>/dev/null)"
   cp "$LOADOUT" "$OUT/surge-load.json" 2>/dev/null
-  grep -m3 -iE "DFLASH|max_running_requests=16" "$RES/server-surge.log" | cut -c1-300 | tee -a "$RES/steps.log"
-  stop_unit tiny-2; stop_unit router
+  for l in tiny-1 surge tiny-2 tiny-3; do
+    [ -f "$RES/server-$l.log" ] && log "$l: $(grep -m1 -oE "max_running_requests=[0-9]+" "$RES/server-$l.log")"
+  done
+  stop_unit tiny-2; stop_unit tiny-3; stop_unit router
 fi
 log "done"
 python3 - "$RES" "$OUT/summary.json" <<'EOF'

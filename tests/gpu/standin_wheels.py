@@ -114,6 +114,15 @@ def pick(sets: list[SpecifierSet]) -> str | None:
     return None
 
 
+def _member(name: str) -> zipfile.ZipInfo:
+    """A member with a fixed time: the same stand-in is the same bytes in every run, as the release's
+    recorded hashes require (sglang_venv refuses other bytes under a recorded name and version)."""
+    info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
+    info.compress_type = zipfile.ZIP_DEFLATED
+    info.external_attr = 0o644 << 16
+    return info
+
+
 def write_standin(out: str, name: str, version: str, why: str) -> str:
     dist = re.sub(r"[-_.]+", "_", name)
     info = f"{dist}-{version}.dist-info"
@@ -130,8 +139,8 @@ def write_standin(out: str, name: str, version: str, why: str) -> str:
             data = text.encode()
             digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
             rec.append(f"{n},sha256={digest},{len(data)}")
-            z.writestr(n, data)
-        z.writestr(f"{info}/RECORD", "\n".join(rec + [f"{info}/RECORD,,"]) + "\n")
+            z.writestr(_member(n), data)
+        z.writestr(_member(f"{info}/RECORD"), "\n".join(rec + [f"{info}/RECORD,,"]) + "\n")
     return path
 
 
