@@ -59,6 +59,9 @@ def deploy_state_request(instances, config_files, layout, settings):
     reported = []
     for inst in instances:
         files += ["%s/instances/%s/%s" % (base, inst["name"], link) for link in ("current", "previous")]
+        # absent after every completed run: present, it is a surge worker an interrupted run left,
+        # which only the full path takes down (sglang_service's surge_leftovers.yml)
+        files.append("%s/%s.surge.env" % (settings["config_dir"], inst["name"]))
         for key in ("model_path", "draft_model_path"):
             if inst.get(key):
                 files.append(inst[key].rstrip("/") + "/config.json")

@@ -7,6 +7,7 @@
     {{ instances | dflash.deploy.instance_errors(environment, api_keys) }} ->  [] when the list is sound
     {{ settings | dflash.deploy.setting_errors }}                          the role's own values in unit and env file
     {{ value | dflash.deploy.systemd_env_quote }}                          one EnvironmentFile= value, double-quoted
+    {{ env_files | dflash.deploy.surge_leftovers(instances) }}             the surge workers an interrupted run left
 
 Types and unknown keys are the argument spec's job, but a role's argument spec checks a value
 without converting it (``port: "30001"`` passes as an int and stays a string), so the list is
@@ -22,7 +23,11 @@ GPU indexes are.
 """
 from __future__ import annotations
 
+import base64
+import posixpath
 import re
+
+from ansible_collections.dflash.deploy.plugins.module_utils.host.readiness import parse_env_file
 
 # An instance name becomes the unit sglang-dflash@<name>.service, its drop-in directory
 # sglang-dflash@<name>.service.d, /etc/dflash/<name>.env (and its backups <name>.env.<pid>.<date>~)
@@ -304,6 +309,45 @@ def surge_workers(instances, names=None) -> list:
             if isinstance(i, dict) and i.get("surge") and (wanted is None or str(i.get("name")) in wanted)]
 
 
+def _gpu_list(text: str) -> list:
+    return [as_int(g) if as_int(g) is not None else g for g in (text or "").split(",") if g.strip()]
+
+
+def surge_leftovers(env_files, instances) -> list:
+    """The surge workers an interrupted run left running: one for each ``<name>.surge.env`` on the host
+    (``env_files``: ansible.builtin.slurp results, ``{source, content}`` base64), which only exists
+    while a run's surge worker does (surge_down.yml removes it). A finished run leaves none, so every
+    one found when a run starts is a leftover, whatever the instance list says now.
+
+    Each is described as surge_worker describes it, so the router's surge entry point and surge_down.yml
+    take it down as they take a run's own: the settings of its instance when that is still present, then
+    what its env file says it runs with (port, served model, GPUs): the instance may have dropped its
+    surge, or moved it, since."""
+    present = {str(i.get("name")): i for i in instances or [] if isinstance(i, dict)}
+    out = []
+    for item in env_files or []:
+        source = str((item or {}).get("source") or "")
+        base = posixpath.basename(source)
+        if not base.endswith(SURGE_SUFFIX + ".env"):
+            continue
+        name = base[: -len(".env")]
+        owner = name[: -len(SURGE_SUFFIX)]
+        env = parse_env_file(base64.b64decode((item or {}).get("content") or "").decode("utf-8", "replace"))
+        worker = {k: v for k, v in present.get(owner, {}).items() if k != "surge"}
+        worker.update(name=name, surge_of=owner, state="present")
+        port = as_int(env.get("SGLANG_PORT"))
+        if port is not None:
+            worker["port"] = port
+        if env.get("SGLANG_SERVED_MODEL_NAME"):
+            worker["served_model_name"] = env["SGLANG_SERVED_MODEL_NAME"]
+        if "CUDA_VISIBLE_DEVICES" in env:
+            worker["gpus"] = _gpu_list(env["CUDA_VISIBLE_DEVICES"])
+        if env.get("SGLANG_HOST"):
+            worker["host"] = env["SGLANG_HOST"]
+        out.append(worker)
+    return sorted(out, key=lambda w: w["name"])
+
+
 def setting_errors(settings) -> list:
     """One line per role variable (name: value) that the unit, launcher or env file cannot carry."""
     errors = []
@@ -343,6 +387,7 @@ class FilterModule:
         return {
             "instance_errors": instance_errors,
             "instances_typed": instances_typed,
+            "surge_leftovers": surge_leftovers,
             "surge_workers": surge_workers,
             "setting_errors": setting_errors,
             "systemd_env_quote": systemd_env_quote,

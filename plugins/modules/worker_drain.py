@@ -17,7 +17,10 @@ description:
     O(timeout); RV(reason) says why.
   - Hitting O(timeout) is not a failure; RV(timed_out) says so, and the caller restarts with the requests still
     running.
-  - A worker the router does not list is left alone (RV(registered) false). A router that does not answer at all
+  - A worker the router does not list is not removed (RV(registered) false), but its requests in flight are still
+    waited for, as for a removed one; someone else may have removed it (a registration with
+    O(dflash.deploy.router_workers#module:state=exact), an operator) while it still runs what it was sent. A
+    router that does not answer at all
     (connection refused or timed out) routes nothing to it either - a managed router not yet installed, for
     example - and is no failure (RV(router_answered) false). A router that answers with an error, or refuses the
     removal, fails the module.

@@ -20,7 +20,7 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 ROLES = ("host_lock", "host_preflight", "sglang_service", "sglang_venv", "dflash_overlay", "cuda_overlay", "kernel_pin",
          "deploy_state")
-ENTRIES = ("main", "stage", "release", "settings", "prune", "forget", "record")
+ENTRIES = ("main", "stage", "release", "settings", "prune", "forget", "record", "surge_leftovers")
 # The stub deploy_state compares nothing: every host takes the full path, with no reason to give.
 NO_FAST_PATH = {"taken": False, "reasons": []}
 FAILURE = "instance qwen3-8b did not become ready on release 5c1e; rolled back\nRuntimeError: injected on h1"

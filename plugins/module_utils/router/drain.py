@@ -114,7 +114,8 @@ def drain(router, worker, timeout, interval, remove_timeout=60.0, key="", check_
     (whether the router had it), ``removed``, ``changed``, ``drained``, ``timed_out``, ``seconds`` (from the
     removal to the end of the wait), ``in_flight``, ``reason``, ``router_answered``. A router that does not
     answer the first ``GET /workers`` at all routes nothing to the worker: nothing is removed or awaited
-    (``router_answered`` false, ``reason`` its error). Raises ValueError for a bad URL and RouterError when
+    (``router_answered`` false, ``reason`` its error). A worker the router does not list is not removed, and
+    its requests in flight are still waited for. Raises ValueError for a bad URL and RouterError when
     the router answered what is not a worker list or refused the removal."""
     base, url = W.normalize_url(router), W.normalize_url(worker)
     result = {"router": base, "worker": url, "timeout": timeout, "registered": False, "removed": False,
@@ -125,14 +126,15 @@ def drain(router, worker, timeout, interval, remove_timeout=60.0, key="", check_
     except C.RouterUnreachable as exc:
         result.update(router_answered=False, reason=str(exc))
         return result
-    if not listed:
-        return result
-    result.update(registered=True, changed=True)
+    result.update(registered=bool(listed), changed=bool(listed))
     if check_mode:
         return result
     start = clock()
-    S.converge(base, [url], "absent", timeout=remove_timeout, api=api, clock=clock, sleep=sleep)
-    result["removed"] = True
+    if listed:
+        S.converge(base, [url], "absent", timeout=remove_timeout, api=api, clock=clock, sleep=sleep)
+        result["removed"] = True
+    # A worker the router no longer lists may still run what it was sent before someone else removed
+    # it (a registration with state exact, an operator): its requests are waited for all the same.
     result.update(wait_drained(url, timeout, interval, key=key, probe=probe, clock=clock, sleep=sleep))
     result["seconds"] = round(clock() - start, 1)
     return result

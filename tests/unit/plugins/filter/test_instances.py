@@ -329,3 +329,28 @@ def test_a_surge_worker_is_the_instance_on_its_surge_gpus_and_port_under_a_name_
     assert mod.name_error("solo.surge") is not None   # an instance can never be named so
     assert mod.surge_workers([solo], ["q1"]) == [] and mod.surge_workers([solo], ["solo"]) == [worker]
     assert mod.surge_workers([inst("q1", [1], 30001)]) == []
+
+
+def _slurped(path, text):
+    import base64
+    return {"source": path, "content": base64.b64encode(text.encode()).decode(), "item": {"path": path}}
+
+
+def test_a_surge_worker_left_by_an_interrupted_run_is_described_by_its_own_env_file():
+    # the instance moved its surge since (GPU 6, port 30006): the leftover still runs on 5 and 30005
+    solo = inst("solo", [4], 30004, surge={"gpus": [6], "port": 30006})
+    env = ('SGLANG_PORT="30005"\nSGLANG_SERVED_MODEL_NAME="qwen3-8b-solo"\nCUDA_VISIBLE_DEVICES="5"\n'
+           'SGLANG_HOST="127.0.0.1"\nSGLANG_API_KEY="k\\$y"\n')
+    (left,) = mod.surge_leftovers([_slurped("/etc/dflash/solo.surge.env", env),
+                                   _slurped("/etc/dflash/solo.env", 'SGLANG_PORT="30004"\n')], [solo])
+    assert left["name"] == "solo.surge" and left["surge_of"] == "solo" and left["state"] == "present"
+    assert left["port"] == 30005 and left["gpus"] == [5] and left["served_model_name"] == "qwen3-8b-solo"
+    assert left["model_path"] == solo["model_path"] and "surge" not in left
+
+
+def test_a_leftover_of_an_instance_no_longer_listed_is_still_taken_down():
+    env = _slurped("/etc/dflash/gone.surge.env", 'SGLANG_PORT=30007\nSGLANG_SERVED_MODEL_NAME=m\n')
+    (left,) = mod.surge_leftovers([env], [inst("q1", [1], 30001)])
+    described = (left["name"], left["surge_of"], left["port"], left["served_model_name"])
+    assert described == ("gone.surge", "gone", 30007, "m")
+    assert mod.surge_leftovers([], [inst("q1", [1], 30001)]) == []

@@ -24,8 +24,10 @@ def test_the_worker_leaves_the_router_and_the_wait_ends_when_nothing_runs(tmp_pa
         assert not result["timed_out"] and result["in_flight"] == 0 and result["worker"] == worker
         assert list(router.workers) == [keep] and len(instance.requests) == 3
         assert "sekret" not in str(result)
-        rc, again = run_module("worker_drain", {"url": url, "worker": worker})
+        instance.running = 0
+        rc, again = run_module("worker_drain", {"url": url, "worker": worker, "timeout": 5, "env_file": str(env)})
         assert rc == 0 and not again["changed"] and not again["registered"] and not again["removed"]
+        assert again["drained"]  # not listed: not removed, its requests still waited for (none here)
 
 
 def test_the_bound_is_no_failure_and_says_what_is_in_flight():

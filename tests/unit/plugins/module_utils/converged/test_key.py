@@ -116,6 +116,8 @@ def test_record_request_names_what_sglang_service_and_preflight_keep():
     assert "/opt/dflash/instances/a/current" in req["files"] and "/srv/m/config.json" in req["files"]
     assert "/srv/d/config.json" in req["files"] and "/opt/dflash/tools/uv" in req["files"]
     assert "/opt/dflash/releases/r1/.dflash-release/verified.json" in req["files"]
+    # recorded absent: a surge worker's env file that appears was left by an interrupted run
+    assert "/etc/dflash/a.surge.env" in req["files"]
     assert req["trees"] == ["/opt/dflash/releases/r1"] and req["units"] == ["sglang-dflash@a.service"]
     assert req["instances"] == [{"name": "a", "port": 30001, "served_model_name": "m",
                                  "env_file": "/etc/dflash/a.env"}]

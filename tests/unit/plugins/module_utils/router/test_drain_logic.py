@@ -116,12 +116,16 @@ def test_drain_removes_the_worker_then_waits_for_its_requests():
         assert {auth for _p, auth in instance.requests} == {"Bearer sekret"}
 
 
-def test_drain_leaves_a_worker_the_router_does_not_have_and_check_mode_only_reads():
+def test_drain_leaves_a_worker_the_router_does_not_have_but_waits_for_its_requests_and_check_mode_only_reads():
     with router_standin() as (url, router), loads_standin() as (worker, instance):
         router.register("http://127.0.0.1:30002")
+        instance.running = [1, 0]  # sent before someone else removed it
         out = D.drain(url, worker, timeout=30, interval=0.05)
-        assert not out["registered"] and not out["removed"] and not out["changed"] and out["seconds"] == 0.0
-        assert instance.requests == []
+        assert not out["registered"] and not out["removed"] and not out["changed"]
+        assert out["drained"] and out["in_flight"] == 0 and out["seconds"] < 30
+        assert [p for p, _auth in instance.requests] == ["/v1/loads"] * 2
+        assert router.urls() == ["http://127.0.0.1:30002"]
+        instance.requests.clear()
         router.register(worker)
         router.requests.clear()
         out = D.drain(url, worker, timeout=30, interval=0.05, check_mode=True)
