@@ -290,6 +290,11 @@ def surge_errors(surge, label) -> list:
     return errors
 
 
+def _as_ints(values) -> list:
+    """Each value as an int where it is one, else as it is (instance_errors names what is not)."""
+    return [as_int(v) if as_int(v) is not None else v for v in values]
+
+
 def surge_worker(inst) -> dict:
     """The temporary worker a restart of ``inst`` starts on its surge GPUs and port (sglang_service's
     surge_up.yml): the instance's settings, its name with ``.surge`` (unit sglang-dflash@<name>.surge),
@@ -297,7 +302,7 @@ def surge_worker(inst) -> dict:
     surge = inst.get("surge") or {}
     worker = {k: v for k, v in inst.items() if k != "surge"}
     worker.update(name=str(inst.get("name")) + SURGE_SUFFIX, surge_of=inst.get("name"),
-                  gpus=[as_int(g) if as_int(g) is not None else g for g in surge.get("gpus") or []],
+                  gpus=_as_ints(surge.get("gpus") or []),
                   port=as_int(surge.get("port")) if as_int(surge.get("port")) is not None else surge.get("port"))
     return worker
 
@@ -309,8 +314,6 @@ def surge_workers(instances, names=None) -> list:
             if isinstance(i, dict) and i.get("surge") and (wanted is None or str(i.get("name")) in wanted)]
 
 
-def _gpu_list(text: str) -> list:
-    return [as_int(g) if as_int(g) is not None else g for g in (text or "").split(",") if g.strip()]
 
 
 def surge_leftovers(env_files, instances) -> list:
@@ -341,7 +344,7 @@ def surge_leftovers(env_files, instances) -> list:
         if env.get("SGLANG_SERVED_MODEL_NAME"):
             worker["served_model_name"] = env["SGLANG_SERVED_MODEL_NAME"]
         if "CUDA_VISIBLE_DEVICES" in env:
-            worker["gpus"] = _gpu_list(env["CUDA_VISIBLE_DEVICES"])
+            worker["gpus"] = _as_ints(g for g in env["CUDA_VISIBLE_DEVICES"].split(",") if g.strip())
         if env.get("SGLANG_HOST"):
             worker["host"] = env["SGLANG_HOST"]
         out.append(worker)
