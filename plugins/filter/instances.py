@@ -314,8 +314,6 @@ def surge_workers(instances, names=None) -> list:
             if isinstance(i, dict) and i.get("surge") and (wanted is None or str(i.get("name")) in wanted)]
 
 
-
-
 def surge_leftovers(env_files, instances) -> list:
     """The surge workers an interrupted run left running: one for each ``<name>.surge.env`` on the host
     (``env_files``: ansible.builtin.slurp results, ``{source, content}`` base64), which only exists
