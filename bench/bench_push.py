@@ -11,12 +11,15 @@ alternating, medians:
   roles/cuda_overlay/tasks/stage.yml, ``cuda_overlay_transfer_ssh_args`` at its default
   from roles/cuda_overlay/defaults/main.yml: uncompressed, multiplexed on its own master),
   after the outdated bundle was removed.
+- ``push, put_file``: the same task with ``transfer: put_file``, the connection's own
+  ``sftp`` transfer in place of the ssh stream (the push before 2026-12-06, evening).
 - ``copy, transfer args``: the push before bundle_push: ``ansible.builtin.copy`` on the
   same connection settings (two whole-file SHA-1 passes, the remote stat).
 
-With ``--variants``, bundle_push is also timed on settings the role does not use: ``-o
-Compression=no`` alone (unmultiplexed: every round trip its own SSH handshake), and the
-role's settings with larger sftp requests (``-B 262144``) or legacy scp (``scp -O``).
+With ``--variants``, bundle_push with ``transfer: put_file`` is also timed on settings the
+role does not use: ``-o Compression=no`` alone (unmultiplexed: every round trip its own SSH
+handshake), and the role's settings with larger sftp requests (``-B 262144``) or legacy scp
+(``scp -O``).
 
 A transfer connection's master outlives its task (60 s); the bench closes it after each
 copy, so every copy opens its own, as a deploy does once per host.
@@ -87,11 +90,12 @@ def role_push_vars(transfer: str) -> dict:
     return {k: transfer if v == "{{ cuda_overlay_transfer_ssh_args }}" else v for k, v in task["vars"].items()}
 
 
-def timed_copy(host: str, src: Path, variables: dict, env: dict, tmp: Path, digest: str = "") -> float:
+def timed_copy(host: str, src: Path, variables: dict, env: dict, tmp: Path, digest: str = "",
+               transfer: str = "auto") -> float:
     """Seconds of the copy task: ``ansible.builtin.copy``, or with ``digest`` ``dflash.deploy.bundle_push``."""
     book = tmp / "push.yml"
-    module, extra = ("dflash.deploy.bundle_push", f"\n        manifest_sha256: {digest}") if digest else \
-        ("ansible.builtin.copy", "")
+    extra = f"\n        manifest_sha256: {digest}\n        transfer: {transfer}"
+    module, extra = ("dflash.deploy.bundle_push", extra) if digest else ("ansible.builtin.copy", "")
     book.write_text(PLAY.format(host=host, dest=DEST, src=src, vars=json.dumps(variables), module=module, extra=extra))
     out = subprocess.run([str(REPO / ".venv" / "bin" / "ansible-playbook"), str(book)], cwd=REPO, env=env,
                          check=True, capture_output=True, text=True).stdout
@@ -159,17 +163,19 @@ def main(argv=None) -> int:
                 "push, sftp -B 262144": dict(role, ansible_sftp_extra_args="-B 262144"),
                 "push, scp -O": dict(role, ansible_ssh_transfer_method="scp", ansible_scp_extra_args="-O"),
                 } if args.variants else {}
-    runs: dict[str, list[float]] = {"ssh cat": [], "push": [], "copy, transfer args": []} | {k: [] for k in variants}
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / "bundle.tar"
         digest = write_bundle(src, args.mib)
+        rows = [("push", role, digest, "auto"), ("push, put_file", role, digest, "put_file"),
+                ("copy, transfer args", role, "", "auto")]
+        rows += [(name, variables, digest, "put_file") for name, variables in variants.items()]
+        runs: dict[str, list[float]] = {"ssh cat": []} | {row[0]: [] for row in rows}
         for _ in range(args.repeat):
             subprocess.run(ssh + [f"rm -f {DEST}"], check=True)
             with open(src, "rb") as handle:
                 runs["ssh cat"].append(round(timed(ssh + [f"cat > {DEST}"], stdin=handle), 2))
-            for name, variables, way in [("push", role, digest), ("copy, transfer args", role, "")] + [
-                    (name, variables, digest) for name, variables in variants.items()]:
-                runs[name].append(round(timed_copy(args.host, src, variables, env, Path(tmp), way), 2))
+            for name, variables, way, transfer in rows:
+                runs[name].append(round(timed_copy(args.host, src, variables, env, Path(tmp), way, transfer), 2))
                 close_master(ssh, variables)
         subprocess.run(ssh + [f"rm -f {DEST}"], check=True)
     base = statistics.median(runs["ssh cat"])

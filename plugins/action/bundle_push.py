@@ -3,14 +3,23 @@
 """The controller side of dflash.deploy.bundle_push (documented in plugins/modules/bundle_push.py).
 
 Round trips: the module once to read the manifest digest of what dest holds (and stop there when it
-is the bundle's, or in check mode), the remote tmp dir, the connection's put_file of the bundle, the
-module once more to check the received file's size and manifest digest and rename it into place, the
-tmp dir's removal. No whole-file checksum on either side.
+is the bundle's, or in check mode), the remote tmp dir, the bundle's transfer, the module once more
+to check the received file's size and manifest digest and rename it into place, the tmp dir's
+removal. No whole-file checksum on either side.
+
+The transfer, on an ssh connection with key authentication (``transfer: auto``), is one ``ssh
+<host> 'cat > <tmp>/bundle.part'`` of the connection's own command line (its options, its
+multiplexed master), with the bundle file itself as ssh's standard input: the bytes stream from
+the controller's disk at ``cat``'s pace. Anywhere else, or with ``transfer: put_file``, it is the
+connection's ``put_file`` (sftp or scp over ssh; a file copy on a local connection).
 """
 
 import os
+import subprocess
+import tempfile
 
 from ansible.errors import AnsibleActionFail, AnsibleError
+from ansible.module_utils.common.text.converters import to_text
 from ansible.plugins.action import ActionBase
 
 MODULE = "dflash.deploy.bundle_push"
@@ -23,7 +32,49 @@ ARGUMENT_SPEC = dict(
     group=dict(type="str"),
     mode=dict(type="raw", default="0644"),
     size=dict(type="int"),
+    transfer=dict(type="str", default="auto", choices=["auto", "put_file"]),
 )
+
+
+def stream_argv(connection, remote_path, transfer="auto"):
+    """The ssh command line that writes stdin to ``remote_path`` on the host, or None to use put_file.
+
+    Only for the ssh connection (``transport == 'ssh'``) without a password: with one, the command
+    line would hand the password to ``sshpass`` through a pipe that only the connection's own runner
+    feeds. The line is the connection's ``_build_command`` for the ``ssh`` subsystem, so it carries
+    the same options (``ssh_args``, ``ssh_common_args``, ``ssh_extra_args``, port, user, key, the
+    ControlPath of its master) as every module run of the task.
+    """
+    if transfer != "auto" or getattr(connection, "transport", None) != "ssh":
+        return None
+    if not hasattr(connection, "_build_command") or getattr(connection._shell, "_IS_WINDOWS", False):
+        return None
+    if connection.get_option("password") or connection._play_context.password:
+        return None
+    host = connection.get_option("host") or connection._play_context.remote_addr
+    connection.host = host
+    command = "cat > %s" % connection._shell.quote(remote_path)
+    return connection._build_command(connection.get_option("ssh_executable"), "ssh", host, command)
+
+
+def stream_file(argv, src):
+    """Run ``argv`` with the file ``src`` as its standard input; raise AnsibleActionFail when it fails.
+
+    stdin is the open file itself, so ssh reads the bundle from disk as it sends it: nothing of it
+    is held in the controller's memory. stderr goes to a temporary file, not a pipe, and the call
+    waits for the process, not for the end of its output: an ssh that starts a ControlPersist master
+    leaves that master holding its stderr.
+    """
+    with open(src, "rb") as source, tempfile.TemporaryFile() as err:
+        try:
+            rc = subprocess.call(argv, stdin=source, stdout=subprocess.DEVNULL, stderr=err)
+        except OSError as exc:
+            raise AnsibleActionFail("bundle_push: could not start %s: %s" % (to_text(argv[0]), exc)) from exc
+        if rc != 0:
+            err.seek(0)
+            tail = to_text(err.read()[-2000:], errors="surrogate_or_replace").strip()
+            raise AnsibleActionFail("bundle_push: streaming %s to the host failed (ssh exit %d): %s"
+                                    % (src, rc, tail or "no message"))
 
 
 class ActionModule(ActionBase):
@@ -49,7 +100,7 @@ class ActionModule(ActionBase):
         if not os.path.isfile(src):
             raise AnsibleActionFail("bundle_push: src %s is not a regular file" % src)
 
-        module_args = dict((k, v) for k, v in args.items() if k != "size" and v is not None)
+        module_args = dict((k, v) for k, v in args.items() if k not in ("size", "transfer") and v is not None)
         module_args["src"] = src
 
         # First call: what dest holds. The same digest (or check mode) ends the task with no transfer.
@@ -65,7 +116,13 @@ class ActionModule(ActionBase):
         tmpdir = self._connection._shell.tmpdir
         try:
             remote = self._connection._shell.join_path(tmpdir, "bundle.part")
-            self._transfer_file(src, remote)
+            argv = stream_argv(self._connection, remote, args["transfer"])
+            if argv is None:
+                self._transfer_file(src, remote)
+                way = "put_file"
+            else:
+                stream_file(argv, src)
+                way = "ssh_stream"
             # A become user other than the connection's gets read access to the received file (ACL,
             # chown, ... as Ansible's own modules do); the file need not be executable.
             self._fixup_perms2((tmpdir, remote), execute=False)
@@ -76,5 +133,6 @@ class ActionModule(ActionBase):
                 self._remove_tmp_path(tmpdir)
         result.update(second)
         result["transferred"] = True
+        result["transfer"] = way
         result["before_manifest_sha256"] = first.get("before_manifest_sha256")
         return result

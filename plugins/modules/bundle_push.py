@@ -15,8 +15,8 @@ description:
     manifest digest of what O(dest) holds (the tar's headers and its C(MANIFEST.json), never the whole file).
     When that is O(manifest_sha256) nothing is transferred; the module only applies O(owner), O(group) and
     O(mode) where they differ.
-  - Otherwise the action makes Ansible's remote temporary directory, puts O(src) there with the connection's
-    own file transfer (C(sftp) or C(scp) over SSH), grants a become user access the standard way, and runs this
+  - Otherwise the action makes Ansible's remote temporary directory and puts O(src) there (see O(transfer)),
+    grants a become user access the standard way, and runs this
     module once more (with become as the task says). It checks that the received file has the controller's
     size and that its C(MANIFEST.json) has the sha256 O(manifest_sha256); a file that fails either check is
     refused in one line and O(dest) is left as it was. Then it sets O(owner), O(group) and O(mode) on the
@@ -69,6 +69,19 @@ options:
       - Without it the module only compares O(dest) with O(manifest_sha256), applying O(owner), O(group) and
         O(mode) when they are the same, and reads nothing at O(src). This is the action's first call.
     type: int
+  transfer:
+    description:
+      - How the bundle reaches the remote temporary directory.
+      - V(auto), on the C(ssh) connection without a password, streams it through one C(ssh <host> 'cat > <file>')
+        built from the connection's own command line (its options, user, key and multiplexed master), with the
+        bundle file as ssh's standard input, read from disk as it is sent. On any other connection, or with a
+        password, it is V(put_file).
+      - V(put_file) is the connection's own file transfer (C(sftp) or C(scp) over SSH, a file copy on a local
+        connection), the way Ansible's modules transfer files.
+      - Read by the action plugin; the module ignores it.
+    type: str
+    choices: [auto, put_file]
+    default: auto
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - ansible.builtin.action_common_attributes.flow
@@ -150,6 +163,12 @@ size:
   returned: when transferred
   type: int
   sample: 4700000000
+transfer:
+  description: How the bundle was transferred, V(ssh_stream) (one C(ssh ... 'cat > file')) or V(put_file) (the
+    connection's own file transfer). See O(transfer).
+  returned: when transferred
+  type: str
+  sample: ssh_stream
 placed:
   description: How the received file reached O(dest), V(rename) (same filesystem) or V(copy) (copied beside
     O(dest), then renamed).
@@ -183,6 +202,7 @@ def main():
             group=dict(type="str"),
             mode=dict(type="raw", default="0644"),
             size=dict(type="int"),
+            transfer=dict(type="str", default="auto", choices=["auto", "put_file"]),
         ),
         supports_check_mode=True,
     )

@@ -143,6 +143,7 @@ def test_the_action_pushes_once_then_transfers_nothing(playbook):
     first, again = res["first"], res["again"]
     assert (first["changed"], first["transferred"], first["before_manifest_sha256"]) == (True, True, None), first
     assert first["size"] == bundle.stat().st_size and first["placed"] == "rename"
+    assert first["transfer"] == "put_file"                    # a local connection: no ssh to stream through
     assert first["diff"]["after"] == "manifest_sha256: %s\n" % digest
     assert dest.read_bytes() == bundle.read_bytes() and stat.S_IMODE(dest.stat().st_mode) == 0o640
     assert (again["changed"], again["transferred"], again["manifest_sha256"]) == (False, False, digest), again
