@@ -113,10 +113,15 @@ def _instance_name(item) -> str:
 
 
 def service_changes(env=None, dropin=None, unit=None, launcher=None, flip=None, config_dir="/etc/dflash",
-                    release_id="", unbuilt=None) -> list:
+                    release_id="", unbuilt=None, started_before=None) -> list:
     """Lines naming what the sglang_service role changed, from its registered results. ``unbuilt``: in
-    check mode the new release is not built, so the flip is skipped; these instances would switch."""
+    check mode the new release is not built, so the flip is skipped; these instances would switch.
+    ``started_before``: config_files.started_before_config's entries, the instances that restart onto
+    files an interrupted run wrote."""
     out = []
+    out += ["sglang-dflash@%s.service runs what came before %s: restart (an interrupted run wrote them)"
+            % (entry.get("name"), ", ".join(str(path) for path in entry.get("paths") or []))
+            for entry in started_before or [] if isinstance(entry, dict)]
     out += [f"env file {config_dir}/{n}.env (contents not shown: it holds the API key)"
             for n in _changed_labels(env, _instance_name)]
     out += [f"GPU drop-in of sglang-dflash@{n}.service" for n in _changed_labels(dropin, _instance_name)]

@@ -3,6 +3,9 @@
 """Which configuration files a run has to write: the rest are already what it would write.
 
     {{ wanted | dflash.deploy.stale_files(found.files) }}   the paths to write
+    {{ show.stdout | dflash.deploy.started_before_config(found.files, current.results, names,
+                                                        config_dir, base_dir) }}
+                                                         the running instances whose files are newer
 
 ``wanted``: one entry per file the role manages, rendered on the controller:
 ``{"path", "sha1", "owner", "group", "mode"}`` (sha1 of the exact bytes, mode as "0644").
@@ -32,6 +35,70 @@ def stale_files(wanted, found) -> list:
     return out
 
 
+# A process started in the same second as the write it follows shows a start up to a second earlier
+# (systemd prints whole seconds with --timestamp=unix): a file counts as newer only beyond that.
+SLACK_SECONDS = 1.0
+
+
+def parse_unit_show(text) -> dict:
+    """``systemctl show --timestamp=unix -p Id -p ActiveState -p ExecMainStartTimestamp <units>``, by unit.
+
+    One block per unit, blank lines between, ``Key=value`` lines in any order. The start time is
+    ``@<seconds since the epoch>`` (systemd 248 and later, ``--timestamp=unix``), or empty for a unit
+    that never started; anything else (an older systemd's formatted time) reads as None: unknown.
+    """
+    units = {}
+    for block in (text or "").split("\n\n"):
+        props = dict(line.split("=", 1) for line in block.splitlines() if "=" in line)
+        if not props.get("Id"):
+            continue
+        stamp = props.get("ExecMainStartTimestamp", "")
+        started = int(stamp[1:]) if stamp.startswith("@") and stamp[1:].isdigit() else None
+        units[props["Id"]] = {"active": props.get("ActiveState") == "active", "started": started}
+    return units
+
+
+def started_before_config(show, found, current, names, config_dir, base_dir) -> list:
+    """The running instances whose process started before one of the files it starts from last changed.
+
+    ``show``: what ``parse_unit_show`` reads. ``found``: the ``files`` of config_plan.yml's find
+    (``path``, ``mtime``), before this run writes. ``current``: the results of switch.yml's stat of
+    each instance's ``current`` link (``follow: false``, so ``stat.mtime`` is the link's own, the time
+    it was pointed), before the flip. An instance starts from its env file, its drop-in, the launcher,
+    the unit template (read by systemd at its last reload before the start) and the release ``current``
+    names: when one of them is newer than the start, the process runs what came before, as after a run
+    that wrote them and was killed before its restart. Each entry: ``name``, ``started``, ``written``
+    (the newest of those times) and ``paths`` (the files newer than the start). An instance whose start
+    is unknown is left out: nothing is decided without a time.
+    """
+    units = parse_unit_show(show) if isinstance(show, str) else dict(show or {})
+    mtimes = {}
+    for entry in found or []:
+        if isinstance(entry, dict) and entry.get("path") and entry.get("mtime") is not None:
+            mtimes[entry["path"]] = float(entry["mtime"])
+    links = {}
+    for result in current or []:
+        stat = (result or {}).get("stat") or {}
+        name = ((result or {}).get("item") or {}).get("name")
+        if name and stat.get("islnk") and stat.get("mtime") is not None:
+            links[name] = float(stat["mtime"])
+    shared = [base_dir + "/bin/sglang-dflash-launch", "/etc/systemd/system/sglang-dflash@.service"]
+    out = []
+    for name in names or []:
+        unit = units.get("sglang-dflash@%s.service" % name) or {}
+        if not unit.get("active") or unit.get("started") is None:
+            continue
+        own = ["%s/%s.env" % (config_dir, name), "/etc/systemd/system/sglang-dflash@%s.service.d/devices.conf" % name]
+        times = [(path, mtimes[path]) for path in own + shared if path in mtimes]
+        if name in links:
+            times.append(("%s/instances/%s/current" % (base_dir, name), links[name]))
+        newer = [(path, when) for path, when in times if when > unit["started"] + SLACK_SECONDS]
+        if newer:
+            out.append({"name": name, "started": unit["started"], "written": max(when for _p, when in newer),
+                        "paths": [path for path, _w in newer]})
+    return out
+
+
 class FilterModule:
     def filters(self):
-        return {"stale_files": stale_files}
+        return {"stale_files": stale_files, "started_before_config": started_before_config}

@@ -96,6 +96,18 @@ def test_check_mode_names_the_instances_that_would_switch_to_an_unbuilt_release(
         "current -> release cccc for a (restart)"]
 
 
+def test_an_instance_that_restarts_onto_what_an_interrupted_run_wrote_comes_first():
+    env = {"results": [{"item": {"name": "a"}, "changed": True}]}
+    started_before = [{"name": "b", "started": 100, "written": 160,
+                       "paths": ["/etc/dflash/b.env", "/opt/dflash/instances/b/current"]}]
+    assert service_changes(env, started_before=started_before) == [
+        "sglang-dflash@b.service runs what came before /etc/dflash/b.env, /opt/dflash/instances/b/current: "
+        "restart (an interrupted run wrote them)",
+        "env file /etc/dflash/a.env (contents not shown: it holds the API key)"]
+    assert service_changes(env, started_before=[]) == [
+        "env file /etc/dflash/a.env (contents not shown: it holds the API key)"]
+
+
 def test_transplant_changes_read_the_modules_moved_and_removed_lists():
     result = {"moved": [{"name": "torch", "from": "2.11.0+cu128", "to": "2.11.0+cu130"},
                         {"name": "nvidia-cuda-runtime", "from": None, "to": "13.0.96"}],

@@ -42,3 +42,69 @@ def test_files_find_reports_that_the_run_does_not_manage_are_ignored():
     assert mod.stale_files([want("/etc/dflash/a.env", ENV)], on_host) == []
     assert mod.stale_files([], on_host) == [] and mod.stale_files(None, None) == []
     assert mod.stale_files([want("/etc/dflash/a.env", ENV)], None) == ["/etc/dflash/a.env"]
+
+
+# --- started_before_config: a running process older than the files it starts from -------------------
+
+SHOW = """Id=sglang-dflash@a.service
+ActiveState=active
+ExecMainStartTimestamp=@1000
+
+ExecMainStartTimestamp=@1000
+Id=sglang-dflash@b.service
+ActiveState=active
+
+Id=sglang-dflash@c.service
+ActiveState=inactive
+ExecMainStartTimestamp=
+
+Id=sglang-dflash@d.service
+ActiveState=active
+ExecMainStartTimestamp=Sun 2026-12-06 18:00:00 UTC
+"""
+BASE = "/opt/dflash"
+
+
+def mtime(path, when):
+    return {"path": path, "mtime": when}
+
+
+def link(name, when):
+    return {"item": {"name": name}, "stat": {"exists": True, "islnk": True, "mtime": when}}
+
+
+def test_the_unit_show_output_is_read_by_unit_with_the_start_in_seconds_or_unknown():
+    assert mod.parse_unit_show(SHOW) == {
+        "sglang-dflash@a.service": {"active": True, "started": 1000},
+        "sglang-dflash@b.service": {"active": True, "started": 1000},
+        "sglang-dflash@c.service": {"active": False, "started": None},
+        "sglang-dflash@d.service": {"active": True, "started": None},   # an older systemd's format
+    }
+    assert mod.parse_unit_show("") == {}
+
+
+def test_a_killed_runs_env_file_drop_in_or_current_is_newer_than_the_running_process():
+    found = [mtime("/etc/dflash/a.env", 1060.5), mtime("/etc/dflash/b.env", 900),
+             mtime("/etc/systemd/system/sglang-dflash@b.service.d/devices.conf", 1000.9),   # the same second
+             mtime("/etc/dflash/c.env", 5000), mtime("/etc/dflash/d.env", 5000)]
+    out = mod.started_before_config(SHOW, found, [link("a", 800), link("b", 1200.0)], list("abcde"), "/etc/dflash",
+                                    BASE)
+    assert out == [
+        {"name": "a", "started": 1000, "written": 1060.5, "paths": ["/etc/dflash/a.env"]},
+        {"name": "b", "started": 1000, "written": 1200.0, "paths": [BASE + "/instances/b/current"]},
+    ]
+
+
+def test_a_shared_file_newer_than_the_start_restarts_every_instance_started_before_it():
+    found = [mtime(BASE + "/bin/sglang-dflash-launch", 999), mtime("/etc/systemd/system/sglang-dflash@.service", 1500)]
+    out = mod.started_before_config(SHOW, found, [], ["a", "b"], "/etc/dflash", BASE)
+    assert [(e["name"], e["paths"]) for e in out] == [("a", ["/etc/systemd/system/sglang-dflash@.service"]),
+                                                      ("b", ["/etc/systemd/system/sglang-dflash@.service"])]
+
+
+def test_files_older_than_the_start_or_within_a_second_of_it_restart_nothing():
+    found = [mtime("/etc/dflash/a.env", 1001.0), mtime(BASE + "/bin/sglang-dflash-launch", 10)]
+    assert mod.started_before_config(SHOW, found, [link("a", 1000.7)], ["a"], "/etc/dflash", BASE) == []
+    # nothing read (check mode, or systemd without --timestamp=unix): nothing decided
+    assert mod.started_before_config("", found, [], ["a"], "/etc/dflash", BASE) == []
+    assert mod.started_before_config(SHOW, [], [], ["a"], "/etc/dflash", BASE) == []
