@@ -318,6 +318,18 @@ fi
 if has deploy; then
   log "deploy: playbooks/deploy_dflash.yml (dflash_source=$SOURCE) --skip-tags stage,$SKIP_SYSTEMD"
   play deploy "$WORK/vars.json" deploy_dflash.yml --skip-tags "stage,$SKIP_SYSTEMD"
+  # Issue 25 item 3 on a local connection: the push task against `cp` of the same bytes to the same
+  # directory, right after it (the controller's bundle is in the page cache for both).
+  if [ -f "$WORK/artifacts/cuda-cu130.tar" ] && [ -d "$BASE/artifacts" ]; then
+    s=$(date +%s%N); cp "$WORK/artifacts/cuda-cu130.tar" "$BASE/artifacts/cp-baseline.tar"
+    cp_ms=$(( ($(date +%s%N) - s) / 1000000 )); rm -f "$BASE/artifacts/cp-baseline.tar"
+    push_s=$(python3 -c 'import json, sys
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    if r.get("task", "").endswith("Push the bundle") and r.get("status") != "skipped":
+        print(r["seconds"]); break' "$RES/deploy.jsonl" 2>/dev/null)
+    log "push: the task ${push_s:-?} s; cp of the same $(stat -c %s "$WORK/artifacts/cuda-cu130.tar") bytes ${cp_ms} ms"
+  fi
 fi
 if has again; then  # the no-change re-run (issue 25): AGAIN times, each must change nothing
   for i in $(seq 1 "${AGAIN:-3}"); do

@@ -67,7 +67,8 @@ def test_a_run_killed_after_its_writes_is_finished_by_the_next():
 
     check = deploy(*args, "--check", label="--check after the interrupted run")
     assert check["rc"] == 0, check["failed"]
-    assert [line.split(" (")[0] for line in said(check)] == [f"{UNIT} started before /etc/dflash/qwen3-8b.env last changed"]
+    assert [line.split(" (")[0] for line in said(check)] == [
+        f"{UNIT} started before /etc/dflash/qwen3-8b.env last changed"]
     assert main_pid() == before
 
     again = deploy(*args, label="after the interrupted run")

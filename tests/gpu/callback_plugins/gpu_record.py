@@ -24,7 +24,7 @@ from ansible.plugins.callback import CallbackBase  # noqa: E402
 
 KEYS = ("msg", "elapsed", "size", "bundle", "files_copied", "files_linked", "bytes_copied", "bytes_linked",
         "moved", "removed", "changed", "rc", "compatible", "cmd", "stderr_lines", "findings", "unsatisfied",
-        "imports", "torch", "gpus", "cuda_driver_version", "driver_version", "assertion", "stat")
+        "imports", "torch", "gpus", "cuda_driver_version", "driver_version", "assertion", "stat", "placed", "transfer")
 
 
 def _short(value, limit=6000):
