@@ -299,13 +299,14 @@ try:
         check_timeouts,
         service_env,
     )
+    from ansible_collections.dflash.deploy.plugins.module_utils.host.programs import find_program
     IMPORT_ERROR = None
 except ImportError:
     IMPORT_ERROR = traceback.format_exc()
 
 
 def detect_ccs(module, environment):
-    smi = module.get_bin_path("nvidia-smi")
+    smi = find_program("nvidia-smi")  # by absolute path in the system's directories, never PATH
     facts = nvidia_smi_facts(smi, 15, service_env(environment))
     ccs = []
     for g in facts["gpus"]:

@@ -185,6 +185,8 @@ try:
     from ansible_collections.dflash.deploy.plugins.module_utils.converged import compare as C
     from ansible_collections.dflash.deploy.plugins.module_utils.converged import observe as O
     from ansible_collections.dflash.deploy.plugins.module_utils.fileio import read_regular
+    from ansible_collections.dflash.deploy.plugins.module_utils.host import layout as L
+    from ansible_collections.dflash.deploy.plugins.module_utils.host.programs import find_program
     IMPORT_ERROR = None
 except ImportError:
     IMPORT_ERROR = traceback.format_exc()
@@ -231,10 +233,22 @@ def observe_all(params, nvidia_smi):
     }
 
 
+def control_reasons(record):
+    """The full path's first read, before this check runs anything: each directory on root's PATH, and each
+    above what the record keeps, root's and not writable by others (docs/security.md S7, S8)."""
+    accounts = [n.split(":", 1) for n in record.get("accounts") or {}]
+    reading = L.read_layout(service_user=next((n for k, n in accounts if k == "user"), ""),
+                            service_group=next((n for k, n in accounts if k == "group"), ""),
+                            path_env=os.environ.get("PATH", ""),
+                            parents_of=sorted(record.get("dirs") or {}) + sorted(record.get("files") or {}))
+    return list(reading.problems)
+
+
 def check(record, key, nvidia_smi, health_timeout):
     """(reasons, checks compared): stops at the first kind of thing that differs."""
     steps = [
         ("key", lambda: C.key_reasons(record.get("key"), key)),
+        ("control", lambda: control_reasons(record)),
         ("lock", lambda: ["another run holds or waits for the host lock (%s)" % ", ".join(O.lock_tokens())]
          if O.lock_tokens() else []),
         ("files", lambda: C.entries_reasons(record.get("files") or {},
@@ -308,7 +322,7 @@ def main():
     start = time.monotonic()
     p = module.params
     path = p["path"]
-    nvidia_smi = module.get_bin_path("nvidia-smi") or ""
+    nvidia_smi = find_program("nvidia-smi") or ""  # by absolute path in the system's directories, never PATH
     result = dict(changed=False, converged=False, reasons=[], release="", instances=[], checks=0, recorded_at=0.0)
 
     if p["state"] == "absent":

@@ -62,6 +62,9 @@ options:
       - Directories whose entries are releases. Each entry must be a real directory owned by root (a link, or
         one owned by someone else, is a problem; a stray file is left alone); one that others may write is
         listed in RV(loose).
+      - Everything inside each release must be root's and not writable by others too (root runs the release's
+        interpreter, and uv queries it); the first entry that is not is named, and the release is a problem to
+        remove (a deploy builds it again), not a mode to put back.
     type: list
     elements: path
     default: []
@@ -76,6 +79,15 @@ options:
     description:
       - Model directories root writes from the controller, wherever the operator put them. Checked as
         O(root_dirs), with every directory above them.
+    type: list
+    elements: path
+    default: []
+  parents_of:
+    description:
+      - Paths below which root writes (the unit directory, the layout's base). Every existing directory above
+        each must be owned by root and not writable by others; the path itself is not checked. With nothing
+        else named, the module reads root's C(PATH) and these alone, which is cheap enough to run first, before
+        any command runs by name.
     type: list
     elements: path
     default: []
@@ -162,7 +174,7 @@ try:
 except ImportError:
     IMPORT_ERROR = traceback.format_exc()
 
-_PATHS = ("root_dirs", "service_parents", "shared_dirs", "release_dirs", "service_dirs", "staged_dirs")
+_PATHS = ("root_dirs", "service_parents", "shared_dirs", "release_dirs", "service_dirs", "staged_dirs", "parents_of")
 
 
 def main():
@@ -176,6 +188,7 @@ def main():
             release_dirs=dict(type="list", elements="path", default=[]),
             service_dirs=dict(type="list", elements="path", default=[]),
             staged_dirs=dict(type="list", elements="path", default=[]),
+            parents_of=dict(type="list", elements="path", default=[]),
             keep=dict(type="list", elements="dict", default=[], options=dict(
                 path=dict(type="path", required=True),
                 group=dict(type="str", required=True),

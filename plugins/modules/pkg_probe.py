@@ -316,6 +316,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 try:
     from ansible_collections.dflash.deploy.plugins.module_utils.host.imports import check_environment, check_timeouts
+    from ansible_collections.dflash.deploy.plugins.module_utils.host.programs import find_program
     from ansible_collections.dflash.deploy.plugins.module_utils.host.unprivileged import UnprivilegedError
     from ansible_collections.dflash.deploy.plugins.module_utils.pkg_probe import probe
     from ansible_collections.dflash.deploy.plugins.module_utils.pydist.venv import VenvError
@@ -358,7 +359,7 @@ def main():
             p["venv"], imports=p["imports"], gpus=want_gpus, smoke=p["gpu_smoke_test"],
             only=p["distributions"], environment=p["environment"],
             uv=module.get_bin_path("uv"),
-            nvidia_smi=module.get_bin_path("nvidia-smi") if want_gpus else None,
+            nvidia_smi=find_program("nvidia-smi") if want_gpus else None,  # never by PATH
             dev_dir=p["device_dir"], import_timeout=p["import_timeout"], smoke_timeout=p["smoke_test_timeout"],
             run_as=p["run_as"],
         )

@@ -20,6 +20,7 @@ from ansible_collections.dflash.deploy.plugins.module_utils import fingerprint a
 from ansible_collections.dflash.deploy.plugins.module_utils.fileio import open_regular
 from ansible_collections.dflash.deploy.plugins.module_utils.host import readiness
 from ansible_collections.dflash.deploy.plugins.module_utils.host.lock import TOKEN_PREFIX
+from ansible_collections.dflash.deploy.plugins.module_utils.host.programs import find_program
 from ansible_collections.dflash.deploy.plugins.module_utils.host.runner import run_with_timeout
 
 HASH_LIMIT = 1 << 20  # files up to this size are compared by contents as well (configuration files, uv's marker)
@@ -85,9 +86,11 @@ def parse_units(text):
     return units
 
 
-def unit_states(units, systemctl="systemctl"):
-    """{unit: {property: value}} for the units, from one ``systemctl show``; {} without an answer."""
-    if not units:
+def unit_states(units, systemctl=None):
+    """{unit: {property: value}} for the units, from one ``systemctl show`` (by absolute path, programs.py);
+    {} without an answer."""
+    systemctl = systemctl or find_program("systemctl")
+    if not units or not systemctl:
         return {}
     argv = [systemctl, "show"]
     for prop in UNIT_PROPERTIES:

@@ -7,14 +7,17 @@ request names them by role:
 
 - ``root_dirs``: root's own, made and kept root-owned by sglang_service;
 - ``shared_dirs``: root's own, made by other roles (releases, artifacts, tools);
-- ``release_dirs``: directories whose entries are releases (each a real, root-owned directory);
+- ``release_dirs``: directories whose entries are releases (each a real, root-owned directory, and
+  everything inside it root's and not writable by others: root runs the release's interpreter);
 - ``service_parents``: root's own, which versions before this one left to the service user
   (``/var/lib/dflash``, ``/var/cache/dflash``): the service user as owner is accepted, and the
   role puts root back;
 - ``service_dirs``: the service user's instance directories (never a symlink);
 - ``staged_dirs``: model directories root writes from the controller: root's, like
   ``root_dirs``, but wherever the operator put them;
-- ``keep``: root's directories as the role keeps them (path, group, mode).
+- ``keep``: root's directories as the role keeps them (path, group, mode);
+- ``parents_of``: paths whose every directory above must be root's and not writable by others
+  (the unit directory, the layout's base: what a deploy writes below them).
 
 The answer (``read_layout``): ``problems``, one line per path naming it and what to do;
 ``loose``, the existing shared directories and releases that others may write (the role removes
@@ -185,8 +188,29 @@ class _Reader:
         elif st.st_uid != 0:
             self.say(path, "is owned by %s, not root: its code may have been changed; remove the release"
                            % who(st.st_uid))
-        elif self.writable_by_others(st):
+        elif not self.release_tree(path) and self.writable_by_others(st):
             self.loose.append(path)
+
+    def release_tree(self, root):
+        """Whether something inside the release is not root's alone: the first entry (a link included) that
+        someone else owns, or a file or directory others may write, is said, and the release refused before
+        root runs anything from it (its interpreter, uv's query of it)."""
+        for parent, dirs, files in os.walk(root):
+            for name in dirs + files:
+                path = os.path.join(parent, name)
+                st = _lstat(path)
+                if st is None:
+                    continue
+                if st.st_uid != 0:
+                    what = "owned by %s" % who(st.st_uid)
+                elif not stat.S_ISLNK(st.st_mode) and self.writable_by_others(st):
+                    what = "writable by others (mode %04o)" % stat.S_IMODE(st.st_mode)
+                else:
+                    continue
+                self.say(root, "holds %s, %s: root would run code someone else may have changed; remove the "
+                               "release (a deploy builds it again)" % (path, what))
+                return True
+        return False
 
     def service_dir(self, path):
         self.ancestors(path)
@@ -236,12 +260,14 @@ def _release_entries(parent):
 
 
 def read_layout(service_user="", service_group="", root_dirs=(), service_parents=(), shared_dirs=(),
-                release_dirs=(), service_dirs=(), staged_dirs=(), keep=(), path_env=""):
+                release_dirs=(), service_dirs=(), staged_dirs=(), keep=(), path_env="", parents_of=()):
     """Read who controls the layout (see the module's docstring); ``path_env`` is root's PATH.
     Returns a LayoutReading; changes nothing."""
     reader = _Reader(service_user, service_group,
                      list(root_dirs) + list(shared_dirs) + list(service_parents) + list(service_dirs))
     reader.path_dirs(path_env)
+    for path in parents_of:
+        reader.ancestors(os.path.normpath(path))
     for path in root_dirs:
         reader.root_dir(os.path.normpath(path))
     for path in service_parents:

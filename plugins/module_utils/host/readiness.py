@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from ansible.module_utils.urls import ConnectionError as UrlsConnectionError
 from ansible.module_utils.urls import open_url
 from ansible_collections.dflash.deploy.plugins.module_utils.fileio import read_regular
+from ansible_collections.dflash.deploy.plugins.module_utils.host.programs import find_program
 from ansible_collections.dflash.deploy.plugins.module_utils.host.runner import run_with_timeout
 
 FIRST_WAIT = 0.5
@@ -210,8 +211,11 @@ def api_key(env_file):
 
 def unit_state(unit):
     """The unit's restart count and states from ``systemctl show``; {} without systemctl, or when it
-    gives no answer in SYSTEMCTL_TIMEOUT seconds."""
-    argv = ["systemctl", "show"]
+    gives no answer in SYSTEMCTL_TIMEOUT seconds. systemctl by absolute path (programs.py), never by name."""
+    systemctl = find_program("systemctl")
+    if not systemctl:
+        return {}
+    argv = [systemctl, "show"]
     for prop in UNIT_PROPERTIES:
         argv += ["-p", prop]
     rc, out, _err, timed_out = run_with_timeout(argv + [unit], SYSTEMCTL_TIMEOUT)

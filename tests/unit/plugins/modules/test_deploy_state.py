@@ -1,6 +1,7 @@
 """deploy_state as Ansible runs it on a host: a record of what a deploy left, then a check that says
 converged only while every recorded thing is as it was, and names what is not. systemctl and
-nvidia-smi are small scripts on PATH that print what the real ones print."""
+nvidia-smi are small scripts (in a directory module_runner.py adds to the system directories the modules
+search; never PATH) that print what the real ones print."""
 from __future__ import annotations
 
 import json
@@ -38,7 +39,8 @@ printf 'ActiveState=%s\\nSubState=%s\\nUnitFileState=enabled\\n' "$1" "$2"
 printf 'FragmentPath=/etc/systemd/system/sglang-dflash@.service\\nDropInPaths=\\nNeedDaemonReload=no\\n'
 """)
     _script(bin_dir / "nvidia-smi", f"cat {smi}\n")
-    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    # the modules look programs up in the system's directories (programs.py), never on PATH
+    monkeypatch.setenv("DFLASH_TEST_SYSTEM_DIRS", str(bin_dir))  # module_runner.py
     release = tmp_path / "releases" / "r1"
     (release / "lib").mkdir(parents=True)
     (release / "lib" / "mod.py").write_text("x = 1\n")
@@ -85,7 +87,7 @@ def test_unchanged_host_is_converged(host, check_mode):
     record(host)
     out = check(host, check_mode=check_mode)
     assert out["converged"] is True and out["reasons"] == [], out
-    assert out["release"] == "r1" and out["checks"] == 9
+    assert out["release"] == "r1" and out["checks"] == 10
 
 
 def test_changed_inputs(host):
@@ -205,3 +207,41 @@ def test_a_digest_the_deploy_took_of_the_lock_is_kept_and_compares(host):
     record(host)
     assert check(host)["reasons"] == [
         "the package lock (uv pip compile) resolves otherwise than at the last completed deploy"]
+
+
+NOBODY = 65534
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="chown needs root")
+def test_a_path_directory_someone_else_owns_ends_the_check_before_anything_runs(host, monkeypatch):
+    """Round 3's N1 on the fast path: the service user owns a directory on root's PATH and planted
+    systemctl, nvidia-smi and python3 there. The check answers 'not converged', naming the directory,
+    before it runs anything: no planted program ran, and the record's own command did not run either."""
+    record(host)
+    planted = host["tmp"] / "usr-local-sbin"
+    planted.mkdir()
+    canary = host["tmp"] / "ran-as-root"
+    for name in ("systemctl", "nvidia-smi", "python3", "uv", "sh", "cat"):
+        _script(planted / name, f'echo "$0 $*" >> {canary}\n')
+    os.chown(planted, NOBODY, -1)
+    monkeypatch.setenv("PATH", f"{planted}:{os.environ['PATH']}")
+    out = check(host)
+    assert out["converged"] is False and out["checks"] == 2, out
+    assert out["reasons"] == [f"host layout: {planted} is owned by nobody, not root: whoever owns it can replace "
+                              "what is below it; chown root:root it (on root's PATH: a command root runs by name "
+                              "could be replaced)"], out
+    assert not canary.exists()
+    # As it was, the same host is converged again: nothing else differed.
+    monkeypatch.setenv("PATH", os.environ["PATH"].split(":", 1)[1])
+    assert check(host)["converged"] is True
+
+
+def test_a_directory_above_what_the_record_keeps_made_writable_ends_the_check(host):
+    """Round 3's N1 (S7 part): /opt or /etc/systemd/system made 0777 after a deploy sends the run down the
+    full path (whose layout read refuses it), instead of the fast path."""
+    record(host)
+    host["tmp"].chmod(0o777)
+    out = check(host)
+    assert out["converged"] is False and out["checks"] == 2, out
+    assert out["reasons"] == [f"host layout: {host['tmp']} is writable by others (mode 0777): whoever can write it "
+                              "can replace what is below it; chmod go-w it"], out

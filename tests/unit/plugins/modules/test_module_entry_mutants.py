@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 from ansible_collections.dflash.deploy.plugins.module_utils.abicheck import import_test
+from ansible_collections.dflash.deploy.plugins.module_utils.host import programs
 from ansible_collections.dflash.deploy.plugins.modules import abi_check, pkg_probe
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -118,6 +119,7 @@ def smi_path(tmp_path, monkeypatch):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     monkeypatch.setenv("PATH", str(bin_dir))
+    monkeypatch.setattr(programs, "SYSTEM_DIRS", (str(bin_dir),))  # the modules never search PATH
 
     def install(rows):
         if rows is not None:
@@ -139,7 +141,8 @@ def test_gpus_without_a_compute_capability_are_skipped_not_the_rest(tmp_path, ca
 
 
 @pytest.mark.parametrize("rows,why", [
-    (None, "nvidia-smi not found on PATH (no NVIDIA driver installed?)"),
+    (None, "nvidia-smi not found in /usr/sbin, /usr/bin, /sbin or /bin as a file only root can change "
+           "(no NVIDIA driver installed?)"),
     ([_smi_row(0, "[N/A]")], "nvidia-smi listed no compute capability"),
 ], ids=["no-nvidia-smi", "no-compute-capability"])
 def test_why_no_compute_capability_was_detected(tmp_path, capsys, smi_path, rows, why):

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from ansible.module_utils.testing import patch_module_args
+from ansible_collections.dflash.deploy.plugins.module_utils.host import programs
 from ansible_collections.dflash.deploy.plugins.modules import abi_check, pkg_probe
 
 REPO = Path(__file__).resolve().parents[4]
@@ -35,6 +36,7 @@ def driver_env(fixture_build, monkeypatch, tmp_path):
     (tmp_path / "gpus.conf").write_text(conf)
     monkeypatch.setenv("DFLASH_FIXTURE_GPU_CONFIG", str(tmp_path / "gpus.conf"))
     monkeypatch.setenv("PATH", str(d / "bin") + os.pathsep + os.environ["PATH"])
+    monkeypatch.setattr(programs, "SYSTEM_DIRS", (str(d / "bin"),) + programs.SYSTEM_DIRS)  # never PATH
     return {"LD_LIBRARY_PATH": str(d / "lib")}
 
 

@@ -232,3 +232,46 @@ def test_a_kept_mode_is_octal_text_or_a_number():
     for bad in ("u=rwx", "0958", True):
         with pytest.raises(ValueError, match="is not an octal mode"):
             L.parse_mode(bad)
+
+
+@as_root
+def test_a_release_holding_a_file_someone_else_owns_or_may_write_is_refused_not_loosened(tmp_path):
+    """Round 3's N4: a release left 0777 with another user's bin/python in it. The first entry that is not
+    root's alone is named and the release refused (removed and built again), never 'put back' and used."""
+    os.chmod(tmp_path, 0o755)
+    releases = tmp_path / "releases"
+    release = releases / "r1"
+    (release / "bin").mkdir(parents=True)
+    (release / "lib").mkdir()
+    (release / "lib" / "mod.py").write_text("x = 1\n")
+    python = release / "bin" / "python"
+    python.symlink_to("/usr/bin/python3")
+    assert read(tmp_path, release_dirs=[str(releases)])["problems"] == []
+    release.chmod(0o777)
+    assert read(tmp_path, release_dirs=[str(releases)]) == {"problems": [], "loose": [str(release)], "unkept": []}
+    python.unlink()
+    python.write_text("#!/bin/sh\nid > /tmp/pwned\n")
+    os.chown(python, NOBODY, NOBODY)
+    got = read(tmp_path, release_dirs=[str(releases)])
+    assert got["problems"] == [f"host layout: {release} holds {python}, owned by nobody: root would run code "
+                               "someone else may have changed; remove the release (a deploy builds it again)"]
+    assert got["loose"] == []
+    os.chown(python, 0, 0)
+    (release / "lib").chmod(0o777)
+    assert read(tmp_path, release_dirs=[str(releases)])["problems"] == [
+        f"host layout: {release} holds {release / 'lib'}, writable by others (mode 0777): root would run code "
+        "someone else may have changed; remove the release (a deploy builds it again)"]
+
+
+@as_root
+def test_the_directories_above_a_path_are_checked_not_the_path_itself(tmp_path):
+    """parents_of (the first read of every entry point): /opt made 0777 is refused; the unit file itself,
+    or a missing base, is not read."""
+    os.chmod(tmp_path, 0o755)
+    opt = tmp_path / "opt"
+    opt.mkdir()
+    assert read(tmp_path, parents_of=[str(opt / "dflash"), str(tmp_path / "etc" / "unit.service")])["problems"] == []
+    opt.chmod(0o777)
+    assert read(tmp_path, parents_of=[str(opt / "dflash")])["problems"] == [
+        f"host layout: {opt} is writable by others (mode 0777): whoever can write it can replace what is below it; "
+        "chmod go-w it"]

@@ -68,14 +68,18 @@ def test_the_unit_s_state_comes_from_systemctl_show_or_is_unknown(monkeypatch):
             return rc, out, "", timed_out
         return run
 
+    monkeypatch.setattr(R, "find_program", lambda name: "/usr/bin/" + name)  # by absolute path, never by name
     monkeypatch.setattr(R, "run_with_timeout", answer(0, "NRestarts=1\nActiveState=active\n"))
     assert R.unit_state("sglang-dflash@a.service") == {"NRestarts": "1", "ActiveState": "active"}
-    assert seen == [(["systemctl", "show", "-p", "NRestarts", "-p", "ActiveState", "-p", "MainPID", "-p", "SubState",
-                      "sglang-dflash@a.service"], R.SYSTEMCTL_TIMEOUT)]
+    assert seen == [(["/usr/bin/systemctl", "show", "-p", "NRestarts", "-p", "ActiveState", "-p", "MainPID",
+                      "-p", "SubState", "sglang-dflash@a.service"], R.SYSTEMCTL_TIMEOUT)]
     monkeypatch.setattr(R, "run_with_timeout", answer(None, ""))  # no systemctl
     assert R.unit_state("sglang-dflash@a.service") == {}
     monkeypatch.setattr(R, "run_with_timeout", answer(-9, "NRestarts=1\n", timed_out=True))  # no answer in time
     assert R.unit_state("sglang-dflash@a.service") == {}
+    monkeypatch.setattr(R, "find_program", lambda name: None)  # none only root can change: nothing runs
+    seen.clear()
+    assert R.unit_state("sglang-dflash@a.service") == {} and seen == []
 
 
 @pytest.mark.parametrize(("state", "before", "allowed", "expected"), [
