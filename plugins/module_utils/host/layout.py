@@ -38,6 +38,8 @@ import pwd
 import stat
 from dataclasses import dataclass
 
+UV_LOCK = ".lock"  # the file uv leaves 0666 at the top of every venv it makes
+
 
 @dataclass(frozen=True)
 class Keep:
@@ -203,6 +205,8 @@ class _Reader:
                     continue
                 if st.st_uid != 0:
                     what = "owned by %s" % who(st.st_uid)
+                elif path == os.path.join(root, UV_LOCK) and stat.S_ISREG(st.st_mode):
+                    continue  # uv's venv lock, 0666 by uv: no code is read from it, and only root may replace it
                 elif not stat.S_ISLNK(st.st_mode) and self.writable_by_others(st):
                     what = "writable by others (mode %04o)" % stat.S_IMODE(st.st_mode)
                 else:

@@ -246,6 +246,8 @@ def test_a_release_holding_a_file_someone_else_owns_or_may_write_is_refused_not_
     (release / "lib" / "mod.py").write_text("x = 1\n")
     python = release / "bin" / "python"
     python.symlink_to("/usr/bin/python3")
+    (release / ".lock").write_text("")
+    (release / ".lock").chmod(0o666)  # uv's venv lock, as uv leaves it
     assert read(tmp_path, release_dirs=[str(releases)])["problems"] == []
     release.chmod(0o777)
     assert read(tmp_path, release_dirs=[str(releases)]) == {"problems": [], "loose": [str(release)], "unkept": []}
@@ -257,6 +259,12 @@ def test_a_release_holding_a_file_someone_else_owns_or_may_write_is_refused_not_
                                "someone else may have changed; remove the release (a deploy builds it again)"]
     assert got["loose"] == []
     os.chown(python, 0, 0)
+    (release / "lib" / ".lock").write_text("")
+    (release / "lib" / ".lock").chmod(0o666)  # not uv's: a file others may write
+    assert read(tmp_path, release_dirs=[str(releases)])["problems"] == [
+        f"host layout: {release} holds {release / 'lib' / '.lock'}, writable by others (mode 0666): root would run "
+        "code someone else may have changed; remove the release (a deploy builds it again)"]
+    (release / "lib" / ".lock").unlink()
     (release / "lib").chmod(0o777)
     assert read(tmp_path, release_dirs=[str(releases)])["problems"] == [
         f"host layout: {release} holds {release / 'lib'}, writable by others (mode 0777): root would run code "
