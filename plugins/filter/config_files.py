@@ -38,10 +38,12 @@ def stale_files(wanted, found) -> list:
 # A process started in the same second as the write it follows shows a start up to a second earlier
 # (systemd prints whole seconds with --timestamp=unix): a file counts as newer only beyond that.
 SLACK_SECONDS = 1.0
+NOT_RELOADED = "its unit files, which systemd has not read again since they changed (NeedDaemonReload=yes)"
 
 
 def parse_unit_show(text) -> dict:
-    """``systemctl show --timestamp=unix -p Id -p ActiveState -p ExecMainStartTimestamp <units>``, by unit.
+    """``systemctl show --timestamp=unix -p Id -p ActiveState -p ExecMainStartTimestamp -p NeedDaemonReload
+    <units>``, by unit.
 
     One block per unit, blank lines between, ``Key=value`` lines in any order. The start time is
     ``@<seconds since the epoch>`` (systemd 248 and later, ``--timestamp=unix``), or empty for a unit
@@ -54,7 +56,8 @@ def parse_unit_show(text) -> dict:
             continue
         stamp = props.get("ExecMainStartTimestamp", "")
         started = int(stamp[1:]) if stamp.startswith("@") and stamp[1:].isdigit() else None
-        units[props["Id"]] = {"active": props.get("ActiveState") == "active", "started": started}
+        units[props["Id"]] = {"active": props.get("ActiveState") == "active", "started": started,
+                              "reload": props.get("NeedDaemonReload") == "yes"}
     return units
 
 
@@ -69,7 +72,10 @@ def started_before_config(show, found, current, names, config_dir, base_dir) -> 
     names: when one of them is newer than the start, the process runs what came before, as after a run
     that wrote them and was killed before its restart. Each entry: ``name``, ``started``, ``written``
     (the newest of those times) and ``paths`` (the files newer than the start). An instance whose start
-    is unknown is left out: nothing is decided without a time.
+    is unknown is left out: nothing is decided without a time. An instance whose unit files changed since
+    systemd last read them (``NeedDaemonReload=yes``) runs what came before too, whatever its start time:
+    a process that started again on its own (a crash, the service user's kill) started from the old unit
+    (round 3's M5); it restarts as well, after the handler's daemon-reload.
     """
     units = parse_unit_show(show) if isinstance(show, str) else dict(show or {})
     mtimes = {}
@@ -93,6 +99,8 @@ def started_before_config(show, found, current, names, config_dir, base_dir) -> 
         if name in links:
             times.append(("%s/instances/%s/current" % (base_dir, name), links[name]))
         newer = [(path, when) for path, when in times if when > unit["started"] + SLACK_SECONDS]
+        if unit.get("reload"):
+            newer.append((NOT_RELOADED, max([when for _p, when in times] + [unit["started"]])))
         if newer:
             out.append({"name": name, "started": unit["started"], "written": max(when for _p, when in newer),
                         "paths": [path for path, _w in newer]})

@@ -11,7 +11,10 @@ Against ct200 with one deploy reused by every case, in order (each case leaves c
      env file's bytes and the server's /proc/<MainPID>/environ are unchanged.
   d. `chmod 0777` on the layout (and the old sglang-owned parents): the next deploy puts every mode
      back and says so ("host layout: ... put back"); a value with quotes, `$`, backslash and `%`
-     reaches the server's environment byte for byte; a second deploy changes nothing.
+     reaches the server's environment byte for byte; a second deploy changes nothing. The service user
+     added to the `disk` group is taken out of it, and the restarted server runs without it (round 3's M2).
+  d2. /usr/local/sbin handed to the service user, which planted systemctl, nvidia-smi, python3 and uv: the
+     deploy and rollback.yml stop before anything runs, naming it; none of them ran (round 3's N1).
   e. artifacts pinned by hash: the fixtures' wheels as a wheelhouse give the release id the index
      gave (the same bytes, the same id); the same wheelhouse with triton 3.6.0 carrying a planted
      `.pth` (right name and version) is refused by hash, naming the wheel, before any release is
@@ -170,7 +173,9 @@ def test_a_newline_in_environment_or_extra_args_is_refused_before_any_change(dep
 
 
 def test_a_loosened_layout_is_put_back_and_reported(deployed):
-    sh("chmod 0777 " + " ".join(LAYOUT) + "; chown sglang:sglang /var/lib/dflash /var/cache/dflash")
+    # and the service user added to the raw disks' group (round 3's M2): taken away before the restart
+    sh("chmod 0777 " + " ".join(LAYOUT) + "; chown sglang:sglang /var/lib/dflash /var/cache/dflash"
+       "; usermod -aG disk sglang")
     out = deploy(*with_instances(INSTANCE, environment={"DFLASH_QUOTING": QUOTING}), label="layout put back")
     assert out["rc"] == 0, out["failed"]
     want = {"/etc/dflash": "root:sglang 750", "/opt/dflash/cache": "root:root 700"}
@@ -190,6 +195,10 @@ def test_a_loosened_layout_is_put_back_and_reported(deployed):
     pid = sh("systemctl show -p MainPID --value sglang-dflash@qwen3-8b.service").strip()
     environ = sh(f"runuser -u sglang -- cat /proc/{pid}/environ").split("\0")
     assert f"DFLASH_QUOTING={QUOTING}" in environ
+    assert "disk" not in sh("id -nG sglang").split()
+    disk = sh("getent group disk | cut -d: -f3").strip()
+    groups = sh(f"grep '^Groups:' /proc/{pid}/status").split()[1:]
+    assert disk not in groups, groups
     assert "SGLANG_EXTRA_ARGS=--disable-cuda-graph" in environ and "SGLANG_PORT=30001" in environ
     # Every variable of the env file, read as sh reads it, is what the server runs with.
     env_as_sh = sh("env -i sh -c 'set -a; . /etc/dflash/qwen3-8b.env; unset PATH PWD SHLVL _; /usr/bin/env -0'")
@@ -198,6 +207,38 @@ def test_a_loosened_layout_is_put_back_and_reported(deployed):
     # Re-run: nothing to put back, nothing changed.
     again = deploy(*with_instances(INSTANCE, environment={"DFLASH_QUOTING": QUOTING}), label="second deploy")
     assert again["rc"] == 0 and again["stats"]["changed"] == 0, again["stats"]
+
+
+PLANTED_BIN = "/var/tmp/dflash-planted-ran"
+PLANT = f"""
+chown sglang /usr/local/sbin
+for cmd in systemctl nvidia-smi python3 uv; do
+  runuser -u sglang -- sh -c "printf '#!/bin/sh\\necho \\"\\$(id -u) \\$0 \\$*\\" >> {PLANTED_BIN}\\nexec /usr/bin/$cmd \\"\\$@\\"\\n' > /usr/local/sbin/$cmd; chmod 755 /usr/local/sbin/$cmd"
+done
+"""
+UNPLANT = f"rm -f /usr/local/sbin/systemctl /usr/local/sbin/nvidia-smi /usr/local/sbin/python3 /usr/local/sbin/uv; " \
+          f"chown root:root /usr/local/sbin; chmod 0755 /usr/local/sbin"
+
+
+def test_a_path_directory_the_service_user_owns_stops_every_entry_point_before_it_runs_anything(deployed):
+    """Round 3's N1: /usr/local/sbin (first on root's PATH) handed to sglang, which planted systemctl,
+    nvidia-smi, python3 and uv there. The deploy (the fast path falls to the full path) and rollback.yml stop
+    before anything runs, naming the directory; none of the planted programs ran; the server runs on."""
+    before = server_state()
+    sh(f"rm -f {PLANTED_BIN}; " + PLANT)
+    try:
+        out = deploy(label="refused: PATH")
+        refused_before_any_change(out)
+        message = "; ".join(out["failed"])
+        assert "host layout: /usr/local/sbin is owned by sglang, not root" in message, message
+        assert "on root's PATH" in message
+        rollback = subprocess.run([str(VENV_BIN / "ansible-playbook"), "playbooks/rollback.yml", "-l", HOST],
+                                  cwd=REPO, env=ansible_env(), capture_output=True, text=True, timeout=300)
+        assert rollback.returncode != 0 and "/usr/local/sbin is owned by sglang, not root" in rollback.stdout
+        assert sh(f"cat {PLANTED_BIN} 2>/dev/null || true") == ""  # nothing planted ran, as root or anyone
+        assert server_state() == before
+    finally:
+        sh(UNPLANT + f"; rm -f {PLANTED_BIN}")
 
 
 WHEELHOUSE = REPO / "build" / "fixtures" / "wheelhouse"

@@ -75,10 +75,10 @@ def link(name, when):
 
 def test_the_unit_show_output_is_read_by_unit_with_the_start_in_seconds_or_unknown():
     assert mod.parse_unit_show(SHOW) == {
-        "sglang-dflash@a.service": {"active": True, "started": 1000},
-        "sglang-dflash@b.service": {"active": True, "started": 1000},
-        "sglang-dflash@c.service": {"active": False, "started": None},
-        "sglang-dflash@d.service": {"active": True, "started": None},   # an older systemd's format
+        "sglang-dflash@a.service": {"active": True, "started": 1000, "reload": False},
+        "sglang-dflash@b.service": {"active": True, "started": 1000, "reload": False},
+        "sglang-dflash@c.service": {"active": False, "started": None, "reload": False},
+        "sglang-dflash@d.service": {"active": True, "started": None, "reload": False},   # an older systemd's format
     }
     assert mod.parse_unit_show("") == {}
 
@@ -108,3 +108,14 @@ def test_files_older_than_the_start_or_within_a_second_of_it_restart_nothing():
     # nothing read (check mode, or systemd without --timestamp=unix): nothing decided
     assert mod.started_before_config("", found, [], ["a"], "/etc/dflash", BASE) == []
     assert mod.started_before_config(SHOW, [], [], ["a"], "/etc/dflash", BASE) == []
+
+
+def test_a_unit_systemd_has_not_read_again_restarts_whatever_its_start_time():
+    """Round 3's M5: the unit template changed without a reload, then the server was killed and systemd
+    started it again from the old unit: its start is newer than every file, but it runs the old unit."""
+    show = ("Id=sglang-dflash@a.service\nActiveState=active\nExecMainStartTimestamp=@2000\nNeedDaemonReload=yes\n\n"
+            "Id=sglang-dflash@b.service\nActiveState=active\nExecMainStartTimestamp=@2000\nNeedDaemonReload=no\n")
+    found = [mtime("/etc/systemd/system/sglang-dflash@.service", 1500), mtime("/etc/dflash/a.env", 900)]
+    out = mod.started_before_config(show, found, [], ["a", "b"], "/etc/dflash", BASE)
+    assert out == [{"name": "a", "started": 2000, "written": 2000, "paths": [mod.NOT_RELOADED]}]
+    assert "NeedDaemonReload=yes" in mod.NOT_RELOADED
