@@ -1,0 +1,200 @@
+"""The house rules (docs/architecture.md "House rules"), each a function over a checkout that returns what
+breaks it: ``{offender: size}``, where an offender is a file, a (file, fact) pair or a name, and the size is
+what the rule measures (lines, blocks, reads). tests/unit/test_house_rules.py holds them against the tree
+and against deliberately broken copies; tests/unit/house_rules_exceptions.yml lists what broke a rule when
+it was written, which may only shrink."""
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import yaml
+
+TASK_FILE_LINES = 120
+JINJA_BLOCK_LINES = 6
+BLOCK_START = re.compile(r"^(\s*)(?:- )?[\w.\"' -]*:\s*[>|][-+]?\s*(#.*)?$")
+ROLE_REF = re.compile(r"\bdflash\.deploy\.([a-z_]+)\b")
+PLUGIN_TYPES = ("action", "callback", "filter", "modules", "lookup", "test", "inventory", "connection")
+
+
+def _rel(root: Path, path: Path) -> str:
+    return str(path.relative_to(root))
+
+
+def roles(root: Path) -> list[str]:
+    return sorted(p.name for p in (root / "roles").iterdir() if (p / "meta").is_dir())
+
+
+def long_task_files(root: Path) -> dict:
+    """Role task files over TASK_FILE_LINES lines, with their line count."""
+    out = {}
+    for path in sorted(root.glob("roles/*/tasks/*.yml")):
+        lines = len(path.read_text().splitlines())
+        if lines > TASK_FILE_LINES:
+            out[_rel(root, path)] = lines
+    return out
+
+
+def _yaml_files(root: Path):
+    globs = ("roles/*/tasks/*.yml", "roles/*/defaults/*.yml", "roles/*/vars/*.yml", "roles/*/handlers/*.yml",
+             "playbooks/*.yml", "playbooks/tasks/*.yml")
+    return sorted(p for g in globs for p in root.glob(g))
+
+
+def jinja_statements(root: Path) -> dict:
+    """Files of role tasks, defaults, vars, handlers and playbooks that hold a Jinja statement (``{%``), with
+    how many lines do."""
+    out = {}
+    for path in _yaml_files(root):
+        count = sum(1 for line in path.read_text().splitlines() if "{%" in line and not line.lstrip().startswith("#"))
+        if count:
+            out[_rel(root, path)] = count
+    return out
+
+
+def block_lengths(text: str):
+    """(first line number, lines) of each block scalar (``key: >-``, ``key: |``) that holds Jinja."""
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        start = BLOCK_START.match(lines[i])
+        i += 1
+        if not start:
+            continue
+        indent, body = len(start.group(1)), []
+        while i < len(lines) and (not lines[i].strip() or len(lines[i]) - len(lines[i].lstrip()) > indent):
+            body.append(lines[i])
+            i += 1
+        while body and not body[-1].strip():
+            body.pop()
+        if any("{{" in line or "{%" in line for line in body):
+            yield i - len(body), len(body)
+
+
+def long_jinja_blocks(root: Path) -> dict:
+    """Files with Jinja blocks over JINJA_BLOCK_LINES lines, with how many such blocks each has."""
+    out = {}
+    for path in _yaml_files(root):
+        count = sum(1 for _line, n in block_lengths(path.read_text()) if n > JINJA_BLOCK_LINES)
+        if count:
+            out[_rel(root, path)] = count
+    return out
+
+
+def foreign_private_facts(root: Path) -> dict:
+    """(role file, fact) pairs where a role reads another role's private fact (``_<role>_…``, ``__<role>_…``),
+    with how many lines do."""
+    names = roles(root)
+    pattern = re.compile(r"\b__?(%s)_[a-z0-9_]+" % "|".join(sorted(names, key=len, reverse=True)))
+    out = {}
+    for role in names:
+        for path in sorted((root / "roles" / role).rglob("*")):
+            if not path.is_file() or path.suffix not in (".yml", ".j2"):
+                continue
+            for line in path.read_text().splitlines():
+                if line.lstrip().startswith("#"):
+                    continue
+                for m in pattern.finditer(line):
+                    if m.group(1) != role and not m.group(0).lstrip("_").startswith(role + "_"):
+                        key = "%s: %s" % (_rel(root, path), m.group(0))
+                        out[key] = out.get(key, 0) + 1
+    return out
+
+
+def role_graph(root: Path) -> dict:
+    """Each role and the roles it includes, imports or depends on."""
+    graph = {}
+    for role in roles(root):
+        found = set()
+        base = root / "roles" / role
+        for path in list(base.glob("tasks/*.yml")) + list(base.glob("handlers/*.yml")):
+            found |= set(ROLE_REF.findall(path.read_text()))
+        meta = base / "meta" / "main.yml"
+        if meta.exists():
+            for dep in (yaml.safe_load(meta.read_text()) or {}).get("dependencies") or []:
+                name = dep.get("role", "") if isinstance(dep, dict) else str(dep)
+                found.add(name.rsplit(".", 1)[-1])
+        graph[role] = sorted(r for r in found if r != role and (root / "roles" / r).is_dir())
+    return graph
+
+
+def include_cycles(root: Path) -> dict:
+    """Each cycle of the role graph, as 'a -> b -> a', with its length."""
+    graph, out = role_graph(root), {}
+
+    def walk(node, path):
+        for nxt in graph.get(node, []):
+            if nxt == path[0]:
+                cycle = path + [nxt]
+                low = cycle.index(min(cycle[:-1]))
+                key = " -> ".join(cycle[low:-1] + cycle[:low] + [cycle[low]])
+                out[key] = len(cycle) - 1
+            elif nxt not in path:
+                walk(nxt, path + [nxt])
+    for role in graph:
+        walk(role, [role])
+    return out
+
+
+def cross_plugin_imports(root: Path) -> dict:
+    """(plugin file, imported plugin type) pairs where a plugin imports another plugin type (module_utils
+    and plugin_utils are the shared layers)."""
+    out = {}
+    for kind in PLUGIN_TYPES:
+        for path in sorted((root / "plugins" / kind).glob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text())):
+                names = [node.module or ""] if isinstance(node, ast.ImportFrom) else \
+                    [a.name for a in node.names] if isinstance(node, ast.Import) else []
+                for name in names:
+                    m = re.match(r"ansible_collections\.dflash\.deploy\.plugins\.([a-z_]+)", name)
+                    if m and m.group(1) not in (kind, "module_utils", "plugin_utils"):
+                        out["%s: %s" % (_rel(root, path), m.group(1))] = 1
+    return out
+
+
+def filter_names(path: Path) -> list[str]:
+    """The names a filter file's FilterModule.filters() returns (the dict's string keys)."""
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.FunctionDef) and node.name == "filters":
+            for sub in ast.walk(node):
+                if isinstance(sub, ast.Dict):
+                    return [k.value for k in sub.keys if isinstance(k, ast.Constant)]
+    return []
+
+
+def undocumented_filters(root: Path) -> dict:
+    """Filters ``ansible-doc -t filter`` has nothing for: no ``plugins/filter/<name>.yml`` sidecar and no
+    DOCUMENTATION in a file of that name."""
+    out = {}
+    for path in sorted((root / "plugins" / "filter").glob("*.py")):
+        for name in filter_names(path):
+            sidecar = path.parent / (name + ".yml")
+            own = path.parent / (name + ".py")
+            if sidecar.exists() or (own.exists() and "DOCUMENTATION" in own.read_text()):
+                continue
+            out[name] = 1
+    return out
+
+
+RULES = {
+    "task_file_lines": long_task_files,
+    "jinja_statements": jinja_statements,
+    "long_jinja_blocks": long_jinja_blocks,
+    "foreign_private_facts": foreign_private_facts,
+    "include_cycles": include_cycles,
+    "cross_plugin_imports": cross_plugin_imports,
+    "undocumented_filters": undocumented_filters,
+}
+
+
+def breaches(found: dict, allowed: dict) -> list[str]:
+    """What breaks a rule beyond its exceptions: a new offender, or a known one that grew."""
+    return ["%s (%s, allowed %s)" % (k, v, allowed.get(k, 0)) for k, v in sorted(found.items())
+            if v > allowed.get(k, 0)]
+
+
+def stale(found: dict, allowed: dict) -> list[str]:
+    """Exceptions that no longer break the rule as listed: they must shrink with the tree."""
+    return ["%s (listed %s, now %s)" % (k, v, found.get(k, 0)) for k, v in sorted(allowed.items())
+            if found.get(k, 0) < v]

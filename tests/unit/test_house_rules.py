@@ -1,0 +1,85 @@
+"""The house rules (docs/architecture.md "House rules") hold the shape of the collection, and each fails on
+a deliberately broken copy: role task files at most 120 lines, no Jinja statement in role YAML or
+playbooks, no Jinja block over 6 lines, no role reading another role's private facts, no include cycle
+between roles, no plugin importing another plugin type, every filter documented for ansible-doc.
+
+What broke a rule when it became a test is listed in house_rules_exceptions.yml, which may only shrink:
+a new offender, or a listed one that grew, fails; so does a listed one that no longer breaks the rule as
+much as listed (lower the entry, or remove it)."""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import house_rules as H
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+EXCEPTIONS = yaml.safe_load((Path(__file__).parent / "house_rules_exceptions.yml").read_text())
+
+
+@pytest.mark.parametrize("rule", sorted(H.RULES))
+def test_the_tree_keeps_the_house_rule(rule):
+    found, allowed = H.RULES[rule](REPO), EXCEPTIONS.get(rule) or {}
+    assert H.breaches(found, allowed) == [], "house rule %s broken (docs/architecture.md)" % rule
+    assert H.stale(found, allowed) == [], "tests/unit/house_rules_exceptions.yml: %s lists less than it may" % rule
+
+
+@pytest.fixture
+def copy(tmp_path):
+    """A copy of the parts of the tree the rules read, to break on purpose."""
+    for part in ("roles", "playbooks", "plugins"):
+        shutil.copytree(REPO / part, tmp_path / part, symlinks=True)
+    return tmp_path
+
+
+def broken(copy, rule):
+    return H.breaches(H.RULES[rule](copy), EXCEPTIONS.get(rule) or {})
+
+
+def test_a_task_file_over_120_lines_breaks_it(copy):
+    path = copy / "roles" / "host_lock" / "tasks" / "main.yml"
+    path.write_text(path.read_text() + "# padding\n" * 121)
+    assert broken(copy, "task_file_lines") == ["roles/host_lock/tasks/main.yml (%d, allowed 0)"
+                                               % len(path.read_text().splitlines())]
+
+
+def test_a_jinja_statement_or_a_long_block_breaks_it(copy):
+    path = copy / "roles" / "host_lock" / "tasks" / "release.yml"
+    block = "\n".join(["- name: A decision in Jinja", "  ansible.builtin.set_fact:", "    x: >-",
+                       "      {% for i in range(3) %}{{ i }}{% endfor %}"] + ["      {{ 1 }}"] * 6) + "\n"
+    path.write_text(path.read_text() + block)
+    assert broken(copy, "jinja_statements") == ["roles/host_lock/tasks/release.yml (1, allowed 0)"]
+    assert broken(copy, "long_jinja_blocks") == ["roles/host_lock/tasks/release.yml (1, allowed 0)"]
+
+
+def test_reading_another_roles_private_fact_breaks_it(copy):
+    path = copy / "roles" / "host_lock" / "tasks" / "release.yml"
+    path.write_text(path.read_text() + "- name: Peek\n  ansible.builtin.debug:\n    var: _deploy_state_unrecordable\n")
+    assert broken(copy, "foreign_private_facts") == [
+        "roles/host_lock/tasks/release.yml: _deploy_state_unrecordable (1, allowed 0)"]
+
+
+def test_an_include_cycle_breaks_it(copy):
+    path = copy / "roles" / "sglang_router" / "tasks" / "check.yml"
+    path.write_text(path.read_text() + "- name: Back\n  ansible.builtin.include_role:\n"
+                                       "    name: dflash.deploy.sglang_service\n    tasks_from: settings\n")
+    assert broken(copy, "include_cycles") == ["sglang_router -> sglang_service -> sglang_router (2, allowed 0)"]
+
+
+def test_a_plugin_importing_another_plugin_type_breaks_it(copy):
+    path = copy / "plugins" / "filter" / "gpus.py"
+    path.write_text(path.read_text() + "\nfrom ansible_collections.dflash.deploy.plugins.action import bundle_push\n")
+    assert broken(copy, "cross_plugin_imports") == ["plugins/filter/gpus.py: action (1, allowed 0)"]
+
+
+def test_an_undocumented_filter_breaks_it(copy):
+    path = copy / "plugins" / "filter" / "gpus.py"
+    text = path.read_text().replace("def filters(self):\n        return {", "def filters(self):\n        return {\n"
+                                    "            'gpu_new_thing': len,", 1)
+    assert text != path.read_text()
+    path.write_text(text)
+    assert broken(copy, "undocumented_filters") == ["gpu_new_thing (1, allowed 0)"]
+    (path.parent / "gpu_new_thing.yml").write_text("DOCUMENTATION:\n  name: gpu_new_thing\n")
+    assert broken(copy, "undocumented_filters") == []
