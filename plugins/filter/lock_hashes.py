@@ -11,6 +11,11 @@
     {{ slurp_results | dflash.deploy.built_locks }}
       ->  [{"source": "release 5c1e…", "lock": "<lock text>"}, ...]   (known sources from built.json)
 
+    {{ file_text | dflash.deploy.fleet_hashes(path) }}
+      ->  {"triton==3.6.0": ["fbaa4a30…"], ...}   (the fleet's hashes file; {} when empty or absent)
+    {{ file_text | dflash.deploy.fleet_hashes_merge(locks, path) }}
+      ->  the file's new text: its hashes and those of each lock, merged (sorted, the same text when nothing is new)
+
 The lock is `uv pip compile --generate-hashes` output: ``name==version \\`` lines followed by
 ``    --hash=sha256:<hex>`` lines; comments and ``# via`` lines are skipped. ``known`` lists
 what this host (or the operator) already knows to be the bytes of a name and version:
@@ -30,6 +35,8 @@ from __future__ import annotations
 
 import json
 import re
+
+from ansible.errors import AnsibleFilterError
 
 _NORM = re.compile(r"[-_.]+")
 _PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?\s*==\s*([^\s;\\]+)")
@@ -153,6 +160,33 @@ def lock_hash_errors(text, known=None, wheel_files=None) -> list:
     return errors
 
 
+def fleet_hashes(text, path: str = "the fleet's hashes file") -> dict:
+    """The table of the fleet's hashes file (``{"hashes": {"name==version": [hex, ...]}}``), {} for an empty
+    one; a file that is not one is refused in one line (it may be removed: the next build writes it anew)."""
+    if not str(text or "").strip():
+        return {}
+    try:
+        table = json.loads(str(text)).get("hashes")
+    except (ValueError, AttributeError):
+        table = None
+    if not isinstance(table, dict) or not all(isinstance(v, list) for v in table.values()):
+        raise AnsibleFilterError(f"{path} is not the fleet's hashes file ({{\"hashes\": {{\"name==version\": "
+                                 "[sha256, ...]}}): put back the file a build wrote, or remove it to start anew")
+    return {_key(*k.split("==", 1)) if "==" in k else k: sorted({str(h).lower() for h in v}) for k, v in table.items()}
+
+
+def fleet_hashes_merge(text, locks=None, path: str = "the fleet's hashes file") -> str:
+    """The fleet's hashes file with the hashes of each lock (uv's output) added, as text (sorted, one newline)."""
+    table = {key: set(hashes) for key, hashes in fleet_hashes(text, path).items()}
+    for lock in locks or []:
+        for key, hashes in lock_hashes(lock).items():
+            if hashes:
+                table.setdefault(key, set()).update(hashes)
+    out = {"hashes": {key: sorted(hashes) for key, hashes in table.items()}}
+    return json.dumps(out, indent=1, sort_keys=True) + "\n"
+
+
 class FilterModule:
     def filters(self):
-        return {"lock_hashes": lock_hashes, "lock_hash_errors": lock_hash_errors, "built_locks": built_locks}
+        return {"lock_hashes": lock_hashes, "lock_hash_errors": lock_hash_errors, "built_locks": built_locks,
+                "fleet_hashes": fleet_hashes, "fleet_hashes_merge": fleet_hashes_merge}
