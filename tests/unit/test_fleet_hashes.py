@@ -2,7 +2,7 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The fleet's recorded hashes (sglang_venv's fleet_hashes.yml and lock_hashes.yml, real ansible-playbook over
 local hosts): the hosts that built a release, one batch at a time, merge their locks' hashes into one file kept
-with the staged artifacts (on the controller, or in the artifact store host's store); a host with no release
+with the staged artifacts (in dflash_controller_dir, or in the artifact store host's store); a host with no release
 yet then refuses a lock with a hash for a recorded name==version that no host recorded (trust on first use per
 host becomes per fleet), before anything is built, and writes nothing. A second merge of the same hashes
 changes nothing."""
@@ -52,13 +52,13 @@ def _write_lab(root: Path, store: bool) -> Path:
     local = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
     where = ({"dflash_artifact_store_host": "store", "dflash_artifact_store_dir": str(root / "store")} if store
              else {"dflash_controller_dir": str(root / "controller")})
-    (root / "store" if store else root / "controller" / "artifacts").mkdir(parents=True)
+    (root / "store" if store else root / "controller").mkdir(parents=True)
     (root / "hosts.yml").write_text(yaml.safe_dump({"all": {
         "vars": {**local, **where, "sglang_venv_base_dir": str(root / "hosts") + "/{{ inventory_hostname }}"},
         "hosts": {"store": {}},
         "children": {"built": {"hosts": {"h1": {"lock_text": RECORDED}, "h2": {"lock_text": TORCH_LOCK}}},
                      "fresh": {"hosts": {"h3": {"lock_text": GROWN}}}}}}))
-    return (root / "store" if store else root / "controller" / "artifacts") / "fleet-hashes.json"
+    return (root / "store" if store else root / "controller") / "fleet-hashes.json"
 
 
 def _run(root: Path) -> tuple[int, dict]:

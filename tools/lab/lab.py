@@ -97,7 +97,7 @@ def cmd_down(args) -> int:
     _user_known_hosts_block([])
     shutil.rmtree(STATE, ignore_errors=True)
     # The fleet's recorded hashes (sglang_venv) go with the fleet's hosts, as each host's releases do.
-    (REPO / "build" / "artifacts" / "fleet-hashes.json").unlink(missing_ok=True)
+    (REPO / "build" / "fleet-hashes.json").unlink(missing_ok=True)
     write_inventory(hosts(0))
     return 0
 
