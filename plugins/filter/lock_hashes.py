@@ -11,6 +11,11 @@
     {{ slurp_results | dflash.deploy.built_locks }}
       ->  [{"source": "release 5c1e…", "lock": "<lock text>"}, ...]   (known sources from built.json)
 
+    {{ file_text | dflash.deploy.fleet_hashes(path) }}
+      ->  {"triton==3.6.0": ["fbaa4a30…"], ...}   (the fleet's hashes file; {} when empty or absent)
+    {{ file_text | dflash.deploy.fleet_hashes_merge(locks, path) }}
+      ->  the file's new text: its hashes and those of each lock, merged (sorted, the same text when nothing is new)
+
 The lock is `uv pip compile --generate-hashes` output: ``name==version \\`` lines followed by
 ``    --hash=sha256:<hex>`` lines; comments and ``# via`` lines are skipped. ``known`` lists
 what this host (or the operator) already knows to be the bytes of a name and version:
@@ -19,16 +24,19 @@ what this host (or the operator) already knows to be the bytes of a name and ver
 
 A lock is refused when a package in it has no sha256 (uv could not pin it, so `uv pip sync
 --require-hashes` would stop later, after the venv was made), or when a name and version
-that a known source records comes with none of the recorded hashes: other bytes under a
-known name and version (a wheel rebuilt or tampered with in the wheelhouse, an index that
-serves another file). A set that shares a hash with the recorded one is not refused: an
-index may add a wheel for another platform to a version, and `uv pip sync
---require-hashes` installs only a file whose hash the lock lists.
+that a known source records comes with a sha256 that no known source records for it:
+other bytes under a known name and version (a wheel rebuilt or tampered with in the
+wheelhouse, an index that serves another file) and also a file added beside the recorded
+ones. With an index, `uv pip compile --generate-hashes` lists every file of the version and
+`uv pip sync --require-hashes` installs the most specific one of them, so one wheel added
+for the host's platform would be installed although the recorded hash is still listed.
 """
 from __future__ import annotations
 
 import json
 import re
+
+from ansible.errors import AnsibleFilterError
 
 _NORM = re.compile(r"[-_.]+")
 _PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?\s*==\s*([^\s;\\]+)")
@@ -95,11 +103,9 @@ def built_locks(records) -> list:
     return out
 
 
-def lock_hash_errors(text, known=None, wheel_files=None) -> list:
-    """One line per package of the lock that has no sha256, or whose hashes share none with the ones
-    a known source records for the same name and version (see the module's docstring)."""
-    new = lock_hashes(text)
-    recorded: dict = {}  # key -> (set of hashes, [sources])
+def _recorded(known) -> dict:
+    """``{"name==version": (set of sha256 hex, [sources])}`` from the known sources (locks or hash tables)."""
+    recorded: dict = {}
     for entry in known or []:
         if not isinstance(entry, dict):
             continue
@@ -116,6 +122,23 @@ def lock_hash_errors(text, known=None, wheel_files=None) -> list:
             have.update(hashes)
             if source not in sources:
                 sources.append(source)
+    return recorded
+
+
+def _unvouched(label: str, key: str, hashes: set, have: set, sources: list) -> str:
+    """The refusal of the hashes of ``key`` that no known source vouches for (one line)."""
+    return (f"{label} is sha256 {_short(hashes)}, but {' and '.join(sources)} recorded sha256 {_short(have)} for "
+            f"the same name and version: sha256 {', '.join(sorted(hashes - have))} is in no record, and bytes no "
+            "record vouches for are refused, beside recorded ones too (uv pip sync installs the most specific "
+            "file the lock lists): remove or replace the file, or take it on purpose with "
+            f"sglang_venv_accept_new_hashes=true or by adding it to sglang_venv_pinned_hashes['{key}']")
+
+
+def lock_hash_errors(text, known=None, wheel_files=None) -> list:
+    """One line per package of the lock that has no sha256, or that lists a sha256 no known source
+    records for the same name and version (see the module's docstring)."""
+    new = lock_hashes(text)
+    recorded = _recorded(known)
     wheels: dict = {}
     for name in wheel_files or []:
         key = _wheel_key(name)
@@ -132,16 +155,38 @@ def lock_hash_errors(text, known=None, wheel_files=None) -> list:
         if not hashes:
             errors.append(f"{label(key)} has no sha256 in the lock (uv pip compile --generate-hashes gave none): "
                           "it cannot be installed with --require-hashes")
-            continue
-        if key in recorded and not hashes & recorded[key][0]:
-            have, sources = recorded[key]
-            errors.append(f"{label(key)} is sha256 {_short(hashes)}, but {' and '.join(sources)} recorded "
-                          f"sha256 {_short(have)} for the same name and version: other bytes are refused "
-                          "(replace the file with the recorded one, or set sglang_venv_accept_new_hashes=true "
-                          "to take them on purpose)")
+        elif key in recorded and not hashes <= recorded[key][0]:
+            errors.append(_unvouched(label(key), key, hashes, *recorded[key]))
     return errors
+
+
+def fleet_hashes(text, path: str = "the fleet's hashes file") -> dict:
+    """The table of the fleet's hashes file (``{"hashes": {"name==version": [hex, ...]}}``), {} for an empty
+    one; a file that is not one is refused in one line (it may be removed: the next build writes it anew)."""
+    if not str(text or "").strip():
+        return {}
+    try:
+        table = json.loads(str(text)).get("hashes")
+    except (ValueError, AttributeError):
+        table = None
+    if not isinstance(table, dict) or not all(isinstance(v, list) for v in table.values()):
+        raise AnsibleFilterError(f"{path} is not the fleet's hashes file ({{\"hashes\": {{\"name==version\": "
+                                 "[sha256, ...]}}): put back the file a build wrote, or remove it to start anew")
+    return {_key(*k.split("==", 1)) if "==" in k else k: sorted({str(h).lower() for h in v}) for k, v in table.items()}
+
+
+def fleet_hashes_merge(text, locks=None, path: str = "the fleet's hashes file") -> str:
+    """The fleet's hashes file with the hashes of each lock (uv's output) added, as text (sorted, one newline)."""
+    table = {key: set(hashes) for key, hashes in fleet_hashes(text, path).items()}
+    for lock in locks or []:
+        for key, hashes in lock_hashes(lock).items():
+            if hashes:
+                table.setdefault(key, set()).update(hashes)
+    out = {"hashes": {key: sorted(hashes) for key, hashes in table.items()}}
+    return json.dumps(out, indent=1, sort_keys=True) + "\n"
 
 
 class FilterModule:
     def filters(self):
-        return {"lock_hashes": lock_hashes, "lock_hash_errors": lock_hash_errors, "built_locks": built_locks}
+        return {"lock_hashes": lock_hashes, "lock_hash_errors": lock_hash_errors, "built_locks": built_locks,
+                "fleet_hashes": fleet_hashes, "fleet_hashes_merge": fleet_hashes_merge}

@@ -289,8 +289,9 @@ def test_a_tampered_wheelhouse_wheel_is_refused_by_hash_before_any_change(deploy
         release_id = running.rsplit("/", 1)[1]
         assert "nothing was installed or switched" in message, message
         # Every release on the host that recorded the wheel is named; the running one is among them.
-        recorders = re.search(r"is sha256 [0-9a-f]+…, but ((?:release [0-9a-f]{16}(?:, | and )?)+) recorded sha256 ",
-                              message)
+        # (and the fleet's recorded hashes, which the first deploy's build wrote on the controller)
+        recorders = re.search(r"is sha256 [0-9a-f]+…, but ((?:release [0-9a-f]{16}(?:, | and | )?)+)"
+                              r"(?:the fleet's hashes \([^)]*\) )?recorded sha256 ", message)
         assert "wheel triton-3.6.0-py3-none-any.whl (triton==3.6.0) is sha256 " in message, message
         assert recorders and release_id in re.findall(r"release ([0-9a-f]{16})", recorders.group(1)), message
         assert "\n" not in message

@@ -34,7 +34,7 @@ import shutil
 import sys
 import time
 
-from common import HERE, STATE, LabError, log, mutation_lock, podman, run
+from common import HERE, REPO, STATE, LabError, log, mutation_lock, podman, run
 from containers import container_state, provision, provisioned, start_host
 from faults import cmd_index_delay, cmd_power
 from hosts import current_hosts, current_offline, current_targets, find_host, hexec, hosts, lab_hosts_present
@@ -96,6 +96,8 @@ def cmd_down(args) -> int:
     stop_index()
     _user_known_hosts_block([])
     shutil.rmtree(STATE, ignore_errors=True)
+    # The fleet's recorded hashes (sglang_venv) go with the fleet's hosts, as each host's releases do.
+    (REPO / "build" / "fleet-hashes.json").unlink(missing_ok=True)
     write_inventory(hosts(0))
     return 0
 

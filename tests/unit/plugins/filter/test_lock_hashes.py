@@ -61,18 +61,38 @@ def test_other_bytes_under_a_known_name_and_version_are_refused_naming_the_wheel
                                                     "/opt/dflash/artifacts/wheelhouse/sglang-0.5.9-py3-none-any.whl"])
     assert errors == [
         f"wheel sglang-0.5.11-py3-none-any.whl (sglang==0.5.11) is sha256 {C[:16]}…, but release 5c1e0a9b3d2f4e61 "
-        f"recorded sha256 {B[:16]}… for the same name and version: other bytes are refused (replace the file "
-        "with the recorded one, or set sglang_venv_accept_new_hashes=true to take them on purpose)"]
+        f"recorded sha256 {B[:16]}… for the same name and version: sha256 {C} is in no record, and bytes no record "
+        "vouches for are refused, beside recorded ones too (uv pip sync installs the most specific file the lock "
+        "lists): remove or replace the file, or take it on purpose with sglang_venv_accept_new_hashes=true or by "
+        "adding it to sglang_venv_pinned_hashes['sglang==0.5.11']"]
     assert "\n" not in errors[0]
 
 
-def test_a_set_sharing_a_hash_new_versions_and_old_locks_without_hashes_pass():
+def test_a_hash_added_beside_the_recorded_ones_is_refused_naming_it():
+    """Round 3 N3: an index that adds a file to a recorded version makes uv's lock list both hashes, and
+    uv pip sync installs the more specific (added) file; the recorded hash still being there is no excuse."""
     grown = LOCK.replace(f"--hash=sha256:{B}", f"--hash=sha256:{B} \\\n    --hash=sha256:{C}")
+    assert mod.lock_hashes(grown)["sglang==0.5.11"] == [B, C]
+    errors = mod.lock_hash_errors(grown, [{"source": "release 1", "lock": LOCK}], [])
+    assert len(errors) == 1 and "\n" not in errors[0]
+    assert errors[0].startswith(f"sglang==0.5.11 is sha256 {B[:16]}…, {C[:16]}…, but release 1 recorded sha256 "
+                                f"{B[:16]}… for the same name and version: sha256 {C} is in no record")
+    assert B not in errors[0]  # only the unknown hash is named in full
+    assert "sglang_venv_accept_new_hashes=true" in errors[0]
+    assert "sglang_venv_pinned_hashes['sglang==0.5.11']" in errors[0]
+    # vouched for by another source (a second release, or the pins): every hash is known, so it passes
+    for other in ({"source": "release 2", "lock": grown}, {"source": "p", "hashes": {"sglang==0.5.11": [C]}}):
+        assert mod.lock_hash_errors(grown, [{"source": "release 1", "lock": LOCK}, other], []) == []
+
+
+def test_fewer_hashes_new_versions_and_old_locks_without_hashes_pass():
+    fewer = LOCK.replace(f"--hash=sha256:{C.upper()} \\\n    ", "")  # torch with one of its two files
+    assert mod.lock_hashes(fewer)["torch==2.11.0+cu130"] == [A]
     upgraded = LOCK.replace("sglang==0.5.11", "sglang==0.5.12")
     old = [{"source": "release old", "lock": "sglang==0.5.11\ntorch==2.11.0+cu130\n"}]
     known = [{"source": "release 1", "lock": LOCK}]
-    assert mod.lock_hash_errors(grown, known, []) == []
-    assert mod.lock_hash_errors(upgraded, known, []) == []
+    assert mod.lock_hash_errors(fewer, known, []) == []
+    assert mod.lock_hash_errors(upgraded.replace(B, C), known, []) == []
     assert mod.lock_hash_errors(LOCK.replace(B, C), old, []) == []
 
 
@@ -85,6 +105,11 @@ def test_pinned_hashes_are_known_before_any_release_and_merge_with_releases():
     errors = mod.lock_hash_errors(LOCK, both, [])
     assert "but sglang_venv_pinned_hashes and release 1 recorded" in errors[0]
     assert mod.lock_hash_errors(LOCK, [{"source": "x", "hashes": {"sglang==0.5.11": B}}], []) == []
+    # a pin is the whole set: the index's added file is refused also before any release
+    grown = LOCK.replace(f"--hash=sha256:{B}", f"--hash=sha256:{B} \\\n    --hash=sha256:{C}")
+    errors = mod.lock_hash_errors(grown, [{"source": "sglang_venv_pinned_hashes", "hashes": {"sglang==0.5.11": [B]}}])
+    assert len(errors) == 1 and f"sha256 {C} is in no record" in errors[0]
+    assert "but sglang_venv_pinned_hashes recorded" in errors[0]
 
 
 def test_wheel_file_names():
