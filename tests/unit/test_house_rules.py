@@ -81,5 +81,8 @@ def test_an_undocumented_filter_breaks_it(copy):
     assert text != path.read_text()
     path.write_text(text)
     assert broken(copy, "undocumented_filters") == ["gpu_new_thing (1, allowed 0)"]
-    (path.parent / "gpu_new_thing.yml").write_text("DOCUMENTATION:\n  name: gpu_new_thing\n")
+    sidecar = path.parent / "gpu_new_thing.yml"
+    sidecar.write_text("DOCUMENTATION:\n  name: gpu_new_thing\n  short_description: x: y\nRETURN: {}\n")
+    assert broken(copy, "undocumented_filters") == ["gpu_new_thing (1, allowed 0)"]  # does not parse
+    sidecar.write_text("DOCUMENTATION:\n  name: gpu_new_thing\n  short_description: Count\nRETURN: {}\n")
     assert broken(copy, "undocumented_filters") == []
