@@ -4,9 +4,10 @@ reference host, and refuses in one line, before any change, what it needs and ca
 The real playbooks/deploy_dflash.yml runs with the real stage step and host_layout, the other roles replaced by
 stubs (a stub task that ran shows in the output), over one local target `t1` and a reference host `ref`:
 
-- `ref` is local, with dflash_reference_venv (a real venv holding torch, triton and an nvidia-*) and host_layout_base_dir set
-  as ITS host vars only, neither at the default: the bundle is packed from that venv, in ref's capture directory,
-  and fetched into the controller's store (the target's vars name neither, and its layout is not touched).
+- `ref` is local, with dflash_reference_venv (a real venv holding torch, triton and an nvidia-*) and
+  host_layout_base_dir set as ITS host vars only, neither at the default: the bundle is packed from that venv, in
+  ref's capture directory, and fetched into the controller's store (the target's vars name neither, and its
+  layout is not touched).
 - `ref` at 127.0.0.1:9 (nothing listens) with the bundle missing: one failure line naming ref, that it does not
   answer and the missing bundle, with the alternatives; rc 2; t1 is reported failed, not unreachable; no stub
   ran and nothing was written. With the bundle not needed (cuda_overlay_source=index), the deploy goes on.
