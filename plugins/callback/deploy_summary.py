@@ -160,6 +160,12 @@ def perf_lines(perf) -> list:
     return out
 
 
+def ignored_unreachable(task) -> bool:
+    """Whether the task said ignore_unreachable: its host stays in the play, and what did not answer
+    is the host it delegated to (a reachability check), not this one."""
+    return getattr(task, "ignore_unreachable", False) is True
+
+
 class HostRecord:
     """What one host did in this run."""
 
@@ -332,6 +338,9 @@ class CallbackModule(CallbackBase):
 
     def v2_runner_on_unreachable(self, result):
         rec = self._record(result, False)
+        if ignored_unreachable(result._task):
+            # A delegated check (ignore_unreachable) of another host: this host stays in the play.
+            return
         rec.unreachable = first_line(result._result.get("msg")) or "unreachable"
 
     def v2_runner_item_on_ok(self, result):

@@ -53,6 +53,21 @@ def controller_command(value, variable: str = "dflash_uv_path", required: bool =
     return os.path.abspath(found)
 
 
+CONTROLLER_DIR_UNSET = (
+    "dflash_controller_dir is not set: set it in the inventory to a controller directory that keeps the staged "
+    "artifacts and survives the run, or set dflash_artifact_store_host to an inventory host that keeps them "
+    "(a controller that keeps nothing, as an AWX job's)")
+
+
+def controller_dir_refusal(controller_dir, store_host="") -> str:
+    """Why a run has nowhere to keep the staged artifacts, in one line naming both places a
+    inventory can declare; ``""`` when it has one (dflash_controller_dir, or an artifact store
+    host). A play fails with it in its first task, before the filters below raise."""
+    if str(controller_dir or "").strip() or str(store_host or "").strip():
+        return ""
+    return CONTROLLER_DIR_UNSET
+
+
 def artifact_store(controller_dir, override: str = "stage_artifacts_dir") -> str:
     """``<controller_dir>/artifacts``, the controller directory that keeps staged artifacts
     (the CUDA bundle, the DFlash sources). ``controller_dir`` is ``dflash_controller_dir``:
@@ -60,10 +75,28 @@ def artifact_store(controller_dir, override: str = "stage_artifacts_dir") -> str
     things (an AWX job's directory is gone when the job ends)."""
     base = str(controller_dir or "").strip()
     if not base:
-        raise AnsibleFilterError(
-            "dflash_controller_dir is not set: set it in the inventory to a controller directory that "
-            f"keeps staged artifacts and survives the run, or set {override}")
+        raise AnsibleFilterError(CONTROLLER_DIR_UNSET + (f", or set {override}" if override else ""))
     return os.path.join(os.path.expanduser(base), "artifacts")
+
+
+_UNSET = object()
+
+
+def reference_var(hostvars, reference, names, default=None):
+    """The first of ``names`` the reference host's own variables set (its host vars, its groups'
+    vars, extra vars), else ``default``. The reference host's settings (its venv, its capture
+    directory) are read from it, not from the target a deploy runs for: an inventory sets them
+    on the reference host."""
+    names = [names] if isinstance(names, str) else list(names or [])
+    try:
+        own = hostvars[reference] if reference and reference in hostvars else {}
+    except (KeyError, TypeError):
+        own = {}
+    for name in names:
+        value = own.get(name, _UNSET) if hasattr(own, "get") else _UNSET
+        if value is not _UNSET and value is not None and str(value).strip():
+            return value
+    return default
 
 
 def run_scratch(name) -> str:
@@ -146,7 +179,31 @@ def store_refusal(store, store_dir: str, needed, held, reference: str = "", refe
     return f"the artifact store {store}:{store_dir} has no {what} and {' and '.join(why)}: {', or '.join(fixes)}"
 
 
+def stage_refusal(stage_dir: str, needed, reference: str = "", reference_up: bool = False,
+                  bundle: str = "cuda-cu130.tar") -> str:
+    """Why a deploy cannot have the staged artifacts it needs from the controller's store, in one
+    line; ``""`` when it can (before any change: the deploy's stage step refuses with it).
+
+    ``needed``: what the deploy needs and ``stage_dir`` lacks (``bundle``, ``sources``); the
+    reference host stages it when it answers."""
+    needed = [n for n in (needed or []) if n in ("bundle", "sources")]
+    if not needed or (reference and reference_up):
+        return ""
+    what = " and ".join({"bundle": f"CUDA bundle {bundle}", "sources": "DFlash sources dflash-src/"}[n] for n in needed)
+    if reference:
+        head = f"the reference host {reference} does not answer (down or unreachable)"
+        start = f"start {reference} and run again (the deploy stages them from it)"
+    else:
+        head = "the inventory has no reference host (group dflash_reference)"
+        start = "add the reference host to group dflash_reference and run again"
+    fixes = [start, f"copy them into {stage_dir} from a controller that has them",
+             "set dflash_artifact_store_host to a host that keeps them"] + [_STORED[n][1] for n in needed]
+    return f"{head} and the staged artifacts are missing (no {what} in {stage_dir}): {', or '.join(fixes)}"
+
+
 class FilterModule:
     def filters(self):
         return {"controller_command": controller_command, "artifact_store": artifact_store,
-                "run_scratch": run_scratch, "store_host": store_host, "store_refusal": store_refusal}
+                "controller_dir_refusal": controller_dir_refusal, "reference_var": reference_var,
+                "run_scratch": run_scratch, "store_host": store_host, "store_refusal": store_refusal,
+                "stage_refusal": stage_refusal}

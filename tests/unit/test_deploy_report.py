@@ -60,7 +60,8 @@ def stub_collection(tmp_path_factory) -> Path:
             (coll / "roles" / role / "tasks" / f"{entry}.yml").write_text(yaml.safe_dump(stub_entry(role, entry)))
     inventory = {"dflash_targets": {"hosts": {h: {"ansible_host": f"192.0.2.{i}"} for i, h in enumerate(
         ("h1", "h2", "h3"), start=1)}, "vars": {
-        "ansible_connection": "local", "ansible_become": False, "ansible_python_interpreter": sys.executable}}}
+        "ansible_connection": "local", "ansible_become": False, "ansible_python_interpreter": sys.executable,
+        "dflash_controller_dir": str(root / "controller")}}}
     (root / "hosts.yml").write_text(yaml.safe_dump(inventory))
     (root / "ansible.cfg").write_text(f"[defaults]\ncollections_path = {root}\nretry_files_enabled = false\n"
                                       "callbacks_enabled = dflash.deploy.deploy_summary\n")

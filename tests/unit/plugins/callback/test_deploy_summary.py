@@ -6,7 +6,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from ansible.playbook.task import Task
 from ansible_collections.dflash.deploy.plugins.callback.deploy_summary import (
+    CallbackModule,
     HostRecord,
     failure_cause,
     format_host,
@@ -146,6 +148,36 @@ def test_unreachable_and_journal_field():
                                          "Connection timed out"]
     assert journal_lines({"journal": ["a", "b"]}) == ["a", "b"]
     assert journal_lines({"journal": "\n".join(str(i) for i in range(20))}) == [str(i) for i in range(12, 20)]
+
+
+class Host:
+    def get_name(self):
+        return "ct200"
+
+
+class Result:
+    """What a callback gets for ct200's task: its host, the task and the result."""
+
+    def __init__(self, task, result):
+        self._host, self._task, self._result = Host(), task, result
+
+
+def test_an_ignored_unreachable_delegated_check_does_not_make_the_host_unreachable():
+    # ct200's task pinged the reference host (delegate_to, ignore_unreachable) and it did not answer: ct200
+    # stays in the play, and the summary names its own failure, not "UNREACHABLE" for the other host's refusal.
+    down = {"unreachable": True, "msg": "Failed to connect to the host via ssh: connect to host ct129: refused"}
+    callback = CallbackModule()
+    check = Task()
+    check.name, check.ignore_unreachable = "Check that the reference host answers", True
+    callback.v2_runner_on_unreachable(Result(check, down))
+    assert callback.hosts["ct200"].unreachable is None
+    assert format_host("ct200", callback.hosts["ct200"])[0] == "ct200: ok"
+    # Not ignored: the host itself is out of the play, and the summary says so.
+    read = Task()
+    read.name = "Read"
+    callback.v2_runner_on_unreachable(Result(read, down))
+    assert format_host("ct200", callback.hosts["ct200"]) == [
+        "ct200: UNREACHABLE - Failed to connect to the host via ssh: connect to host ct129: refused"]
 
 
 def test_check_mode_says_what_would_change():

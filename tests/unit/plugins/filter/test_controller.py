@@ -66,7 +66,70 @@ def test_no_store_declared_is_one_line_naming_what_to_set(value):
     with pytest.raises(AnsibleFilterError) as err:
         mod.artifact_store(value)
     assert str(err.value).startswith("dflash_controller_dir is not set: set it in the inventory")
-    assert "stage_artifacts_dir" in str(err.value) and "\n" not in str(err.value)
+    assert "or set dflash_artifact_store_host to an inventory host that keeps them" in str(err.value)
+    assert str(err.value).endswith(", or set stage_artifacts_dir") and "\n" not in str(err.value)
+
+
+def test_a_run_with_nowhere_to_keep_the_artifacts_is_one_line_naming_both_places():
+    msg = mod.controller_dir_refusal("")
+    assert msg == ("dflash_controller_dir is not set: set it in the inventory to a controller directory that keeps the "
+                   "staged artifacts and survives the run, or set dflash_artifact_store_host to an inventory host that "
+                   "keeps them (a controller that keeps nothing, as an AWX job's)")
+    assert mod.controller_dir_refusal("  ", None) == msg
+    assert mod.controller_dir_refusal("/srv/dflash") == ""
+    assert mod.controller_dir_refusal("", "ct129") == ""            # the artifact store host keeps them
+
+
+class HostVars(dict):
+    """hostvars as a filter sees it: a mapping of inventory hosts to their variables."""
+
+
+def test_a_reference_setting_is_read_from_the_reference_hosts_own_variables():
+    hv = HostVars(ct129={"dflash_reference_venv": "/srv/venvs/known-good", "stage_artifacts_reference_venv": "/old"},
+                  ct200={"dflash_reference_venv": "/wrong/target/value"})
+    names = ["dflash_reference_venv", "stage_artifacts_reference_venv"]
+    assert mod.reference_var(hv, "ct129", names, "/root/venv_sglang211") == "/srv/venvs/known-good"
+    hv["ct129"] = {"stage_artifacts_reference_venv": "/old"}          # its earlier name, still read
+    assert mod.reference_var(hv, "ct129", names, "/root/venv_sglang211") == "/old"
+
+
+@pytest.mark.parametrize("reference, own", [
+    ("ct129", {}),                                   # the reference host sets nothing: the default
+    ("ct129", {"dflash_reference_venv": ""}),        # nor an empty value
+    ("ct129", {"dflash_reference_venv": None}),
+    ("", {}),                                        # no reference host in the inventory
+    ("ct130", {}),                                   # a name the inventory lacks
+])
+def test_the_default_only_when_the_reference_host_does_not_set_it(reference, own):
+    hv = HostVars(ct129=own, ct200={"dflash_reference_venv": "/wrong/target/value"})
+    assert mod.reference_var(hv, reference, "dflash_reference_venv", "/root/venv_sglang211") == "/root/venv_sglang211"
+
+
+ARTIFACTS = "/srv/dflash/artifacts"
+
+
+def test_what_is_missing_and_needed_is_staged_when_the_reference_answers():
+    assert mod.stage_refusal(ARTIFACTS, ["bundle", "sources"], "ct129", True) == ""
+    assert mod.stage_refusal(ARTIFACTS, [], "ct129", False) == ""      # nothing needed: the reference may be down
+    assert mod.stage_refusal(ARTIFACTS, [], "", False) == ""
+
+
+def test_a_reference_host_down_with_the_bundle_missing_is_one_line_naming_it_and_the_alternatives():
+    msg = mod.stage_refusal(ARTIFACTS, ["bundle"], "ct129", False)
+    assert msg == ("the reference host ct129 does not answer (down or unreachable) and the staged artifacts are "
+                   "missing (no CUDA bundle cuda-cu130.tar in /srv/dflash/artifacts): start ct129 and run again (the "
+                   "deploy stages them from it), or copy them into /srv/dflash/artifacts from a controller that has "
+                   "them, or set dflash_artifact_store_host to a host that keeps them, or set "
+                   "cuda_overlay_source=index")
+
+
+def test_no_reference_host_with_the_sources_missing_names_the_group_and_upstream():
+    msg = mod.stage_refusal(ARTIFACTS, ["bundle", "sources"], "", False, "cu.tar")
+    assert msg.startswith("the inventory has no reference host (group dflash_reference) and the staged artifacts are "
+                          "missing (no CUDA bundle cu.tar and DFlash sources dflash-src/ in /srv/dflash/artifacts): "
+                          "add the reference host to group dflash_reference and run again, ")
+    assert msg.endswith("or set cuda_overlay_source=index, or deploy with dflash_source=upstream")
+    assert "\n" not in msg
 
 
 def test_no_role_default_derives_from_the_playbook_directory():
