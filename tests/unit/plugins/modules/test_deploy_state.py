@@ -62,8 +62,10 @@ def record(host):
     return out
 
 
-def check(host, key=None, check_mode=False):
-    rc, out = run_module("deploy_state", {"path": host["args"]["path"], "key": key or KEY}, check=check_mode)
+def check(host, key=None, check_mode=False, command=None):
+    """A check as the role runs it: this run's lock command given (the record keeps only its digest)."""
+    args = {"path": host["args"]["path"], "key": key or KEY, "command": command or host["args"]["command"]}
+    rc, out = run_module("deploy_state", args, check=check_mode)
     assert rc == 0 and out["changed"] is False, out
     return out
 
