@@ -334,3 +334,22 @@ def test_a_missing_directory_is_made_roots_and_an_existing_one_is_never_changed(
     assert stat.S_IMODE(shared.stat().st_mode) == 0o755
     assert stat.S_IMODE((shared / "rt3-converged.json").stat().st_mode) == 0o600
     assert check(host)["converged"] is True
+
+
+def test_a_dripping_instance_ends_the_check_within_its_health_timeout(host):
+    """Round 3, M1: deploy_state health_timeout=5 against an instance dripping its answer ran for ever."""
+    import time
+
+    from drip_server import drip_server
+
+    with drip_server(length=1000) as (base, _server):
+        host["args"]["instances"] = [{"name": "a", "port": int(base.rsplit(":", 1)[1]), "served_model_name": "m",
+                                      "env_file": str(host["config"])}]
+        record(host)
+        start = time.monotonic()
+        rc, out = run_module("deploy_state", {"path": host["args"]["path"], "key": KEY, "health_timeout": 1,
+                                              "command": host["args"]["command"]}, timeout=30)
+        assert time.monotonic() - start < 6
+    assert rc == 0 and out["converged"] is False
+    assert out["reasons"] == ["instance a: /health_generate answered nothing: no complete answer within 1s "
+                              "(the deadline of the whole exchange)"]
