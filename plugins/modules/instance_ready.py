@@ -43,7 +43,7 @@ options:
   timeout:
     description:
       - Seconds to wait for readiness. The wait ends after the first probe that finds the time spent. Each
-        probe has the time left (at least 1 s, at most 30 s) in all and reads at most 1 MiB: a server that
+        probe has the time left (at least 1 s, at most 30 s) in all and reads at most 1 MiB; a server that
         drips its answer fails the probe then.
     type: float
     default: 1200

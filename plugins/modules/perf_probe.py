@@ -66,7 +66,7 @@ options:
     default: 1
   timeout:
     description:
-      - Seconds one request may take in all (the connection, the answer and its whole stream): a server that
+      - Seconds one request may take in all (the connection, the answer and its whole stream); a server that
         drips its stream fails the probe then. Each request reads at most 256 MiB.
     type: float
     default: 120
