@@ -7,6 +7,11 @@
     {{ instances | dflash.deploy.deploy_state_request(config_files, layout, settings) }}
       ->  what a completed deploy records on the host (deploy_state state=recorded): files, dirs,
           trees, units, accounts, instances
+    {{ hostvars[inventory_hostname] | dflash.deploy.deploy_state_lock_command }}
+      ->  the package lock command sglang_venv will run (package_lock.yml), for the check to run
+          instead of any command a record could name
+    {{ deploy_state_file | dflash.deploy.deploy_state_file_error }}
+      ->  '' or why the record may not live there (only in the collection's own directory)
 
 The key is computed before anything runs on the host; the request after the deploy completed, from
 what its roles decided (the configuration files sglang_service wrote, the layout host_preflight
@@ -15,10 +20,12 @@ keeps, the release sglang_venv built).
 from __future__ import annotations
 
 import os
+import shlex
 
 from ansible.errors import AnsibleFilterError
 from ansible_collections.dflash.deploy.plugins.filter.controller import artifact_store, controller_command
 from ansible_collections.dflash.deploy.plugins.module_utils.converged import key as K
+from ansible_collections.dflash.deploy.plugins.module_utils.converged import store as S
 
 COLLECTION_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -73,6 +80,59 @@ def deploy_state_request(instances, config_files, layout, settings):
             "users": [settings["user"]], "groups": [settings["group"]], "instances": reported}
 
 
+# What sglang_venv's lock command reads, with its role defaults (roles/sglang_venv/defaults/main.yml,
+# host_layout's base directory): role defaults are not visible before that role runs.
+LOCK_VARS = ("host_layout_base_dir", "dflash_source", "sglang_venv_base_dir", "sglang_venv_uv_path",
+             "sglang_venv_python", "sglang_venv_dflash_source", "sglang_venv_sglang_version",
+             "sglang_venv_overlay_base", "sglang_venv_requirements", "sglang_venv_source", "sglang_venv_index_url",
+             "sglang_venv_extra_index_urls")
+LOCK_SCRIPT = """set -euo pipefail
+uv=%s
+py=$("$uv" python find --system %s)
+echo "$py"
+"$py" -c 'import sys; print("%%d.%%d" %% sys.version_info[:2])'
+"$uv" pip compile --quiet --no-header --generate-hashes --python "$py" %s -
+"""
+
+
+def lock_command(values):
+    """sglang_venv_lock_command (roles/sglang_venv/tasks/package_lock.yml, its env from uv.yml) built from
+    ``values`` (the variables set for the host) and the role defaults; a test renders both and compares."""
+    base = values.get("sglang_venv_base_dir", values.get("host_layout_base_dir", "/opt/dflash"))
+    dflash_source = values.get("sglang_venv_dflash_source", values.get("dflash_source", "upstream"))
+    requirements = values["sglang_venv_requirements"] if "sglang_venv_requirements" in values else (
+        ["sglang==" + str(values.get("sglang_venv_sglang_version", "0.5.11"))] if dflash_source == "upstream"
+        else [values.get("sglang_venv_overlay_base", "sglang[all]==0.5.9")])
+    if values.get("sglang_venv_source", "index") == "wheelhouse":
+        index_args = ["--no-index", "--find-links", base + "/artifacts/wheelhouse"]
+    else:
+        url = values.get("sglang_venv_index_url", "")
+        index_args = (["--index-url", url] if url else []) + [
+            "--extra-index-url=" + u for u in values.get("sglang_venv_extra_index_urls") or []]
+    script = LOCK_SCRIPT % (shlex.quote(values.get("sglang_venv_uv_path", base + "/tools/uv")),
+                            shlex.quote(str(values.get("sglang_venv_python", "python3"))),
+                            " ".join(shlex.quote(a) for a in index_args))
+    return {"argv": ["/bin/bash", "-c", script], "stdin": "\n".join(str(r) for r in requirements),
+            "env": {"UV_CACHE_DIR": base + "/cache/uv", "UV_PYTHON_DOWNLOADS": "never", "UV_NO_CONFIG": "1",
+                    "UV_NO_PROGRESS": "1"}}
+
+
+def deploy_state_lock_command(hostvars):
+    """The lock command this run's sglang_venv will run, named before the check; {} when a variable it
+    reads does not template (the check then answers not converged, and the full run says why)."""
+    try:
+        return lock_command(dict((name, hostvars[name]) for name in LOCK_VARS if name in hostvars))
+    except Exception:  # pylint: disable=broad-except  # any templating error: no fast path
+        return {}
+
+
+def deploy_state_file_error(path):
+    """'' when ``path`` may be the record, else why not (one line)."""
+    return S.path_error(path) or ""
+
+
 class FilterModule:
     def filters(self):
-        return {"deploy_key": deploy_key, "deploy_state_request": deploy_state_request}
+        return {"deploy_key": deploy_key, "deploy_state_request": deploy_state_request,
+                "deploy_state_lock_command": deploy_state_lock_command,
+                "deploy_state_file_error": deploy_state_file_error}

@@ -9,25 +9,34 @@ short_description: Record what a completed deploy converged to, and say whether 
 version_added: "0.1.0"
 description:
   - With O(state=recorded), after a deploy completed, reads what the host shows now and keeps it in O(path)
-    (root's, mode 0600) with the controller's O(key) of the deploy's inputs. It records each named file's type,
-    mode, owner, group, link target, size, modification time and (up to 1 MiB) sha256; each named directory's
+    (root's, mode 0600, written through a new temporary file) with the controller's O(key) of the deploy's
+    inputs. It records each named file's type, mode, owner, group, link target, size, modification time and
+    (up to 1 MiB) sha256; each named directory's
     type, mode, owner and group; each release tree's fingerprint (the one verification records); what
     C(systemctl show) says of each unit; the GPUs nvidia-smi lists (index, UUID, bus id, driver version);
-    the service accounts; and the sha256 of what the lock command prints.
+    the service accounts; and the sha256 of the lock command and of what it prints (never the command itself).
   - With O(state=check) (the default), compares the host with that record and says whether it is converged,
     and if not, why. It is converged when O(key) equals the recorded key, no run holds or waits for the host
     lock, every recorded file, directory, account and unit property is as recorded, every unit is active and
     running with no pending daemon-reload, nvidia-smi lists the same GPUs, each release tree has the recorded
-    fingerprint, each instance answers C(/health_generate) and names its model on C(/v1/models), and the lock
-    command prints what it printed. Cheap comparisons run first; the first kind that differs ends the check,
-    and its reasons are returned. It reads only and runs in check mode.
+    fingerprint, each instance answers C(/health_generate) and names its model on C(/v1/models), and this run's
+    lock command (O(command)) is the recorded one and prints what it printed. Cheap comparisons run first; the
+    first kind that differs ends the check, and its reasons are returned. It reads only and runs in check mode.
   - With O(state=absent), removes the record, so that the next run takes the full path.
+  - The record is trusted only when its directory and every directory above it are root's, real directories
+    that no group or other user may write, and the record is a regular file of root's that no group or other
+    user may write. Otherwise a check answers not converged naming the path, and writing or removing is refused
+    in one line before anything changes. A missing directory is made root's, mode 0700; an existing one is
+    never changed.
   - Standard library and ansible-core's module_utils only.
 author:
   - dflash.deploy contributors (@dflash)
 options:
   path:
-    description: The record. Its directory is made root's, mode 0700, when the record is written.
+    description:
+      - The record. Its directory is made root's, mode 0700, when it is missing; an existing one is used only when
+        it is root's and writable by no group or other user, and is never changed. The deploy_state role keeps
+        it in C(/var/lib/dflash-deploy).
     type: path
     default: /var/lib/dflash-deploy/converged.json
   state:
@@ -104,17 +113,20 @@ options:
   command:
     description:
       - A read-only command whose output the deploy depended on (the package lock, C(uv pip compile) against
-        the index), as C(argv), C(stdin) and C(env). A check runs it again and compares the sha256 of its output
-        (trailing newlines removed, as the command module returns it). C(sha256), when given, is that digest of
-        the output the deploy itself read, and the record keeps it instead of running the command again.
+        the index), as C(argv), C(stdin) and C(env). The record keeps the sha256 of the command and the sha256 of
+        its output (trailing newlines removed, as the command module returns it); C(sha256), when given, is that
+        digest of the output the deploy itself read, kept instead of running the command again.
+      - With O(state=check), this run's command (the role computes it on the controller from the deploy's
+        variables). The check runs it only when its sha256 is the recorded one and compares its output; a record
+        that kept a command digest and a check given none or another command is not converged. The command a
+        check runs never comes from the record.
     type: dict
   health_timeout:
     description: Seconds each health probe of a check may take.
     type: int
     default: 30
 notes:
-  - The record holds no secret. An env file is kept as its sha256, the lock command's environment as
-    given (uv's settings).
+  - The record holds no secret. An env file is kept as its sha256, the lock command as its sha256.
   - A write by root that keeps a file's size and puts its old modification time back is not seen in a release
     tree (as for M(dflash.deploy.release_fingerprint)); configuration files are compared by contents.
 seealso:
@@ -174,7 +186,6 @@ elapsed:
   type: float
 """
 
-import json
 import os
 import time
 import traceback
@@ -184,27 +195,18 @@ from ansible.module_utils.basic import AnsibleModule
 try:
     from ansible_collections.dflash.deploy.plugins.module_utils.converged import compare as C
     from ansible_collections.dflash.deploy.plugins.module_utils.converged import observe as O
-    from ansible_collections.dflash.deploy.plugins.module_utils.fileio import read_regular
+    from ansible_collections.dflash.deploy.plugins.module_utils.converged import store as S
     from ansible_collections.dflash.deploy.plugins.module_utils.host import layout as L
     from ansible_collections.dflash.deploy.plugins.module_utils.host.programs import find_program
     IMPORT_ERROR = None
 except ImportError:
     IMPORT_ERROR = traceback.format_exc()
 
-MAX_RECORD_BYTES = 16 << 20
+LOCK = "the package lock (uv pip compile)"
 
 
-def _read_record(path):
-    try:
-        return json.loads(read_regular(path, MAX_RECORD_BYTES, nofollow=True).decode("utf-8"))
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError):
-        return {}
-
-
-def _command_digest(command):
-    command = command or {}
+def _run_command(command):
+    """output sha256 of this run's lock command (argv, stdin, env given by the run, never by the record)."""
     return O.command_sha256(command.get("argv") or [], command.get("stdin") or "", command.get("env") or {})
 
 
@@ -226,9 +228,8 @@ def observe_all(params, nvidia_smi):
                       for u, s in O.unit_states(params["units"]).items()),
         "gpus": O.gpu_rows(nvidia_smi) if params["gpus"] else None,
         "trees": dict((p, O.tree_sha256(p)) for p in params["trees"]),
-        "command": {"argv": command.get("argv") or [], "stdin": command.get("stdin") or "",
-                    "env": command.get("env") or {},
-                    "sha256": command.get("sha256") or (_command_digest(command) if command else None)},
+        "command": {"digest": C.command_digest(command),
+                    "sha256": command.get("sha256") or (_run_command(command) if command.get("argv") else None)},
         "recorded_at": time.time(),
     }
 
@@ -244,8 +245,22 @@ def control_reasons(record):
     return list(reading.problems)
 
 
-def check(record, key, nvidia_smi, health_timeout):
-    """(reasons, checks compared): stops at the first kind of thing that differs."""
+def _command_reasons(recorded, command):
+    """Whether this run's lock command prints what the recorded deploy's printed: it runs only when its
+    digest is the recorded one (the record names no command to run)."""
+    recorded = recorded if isinstance(recorded, dict) else {}
+    if not recorded.get("digest"):
+        return []
+    mismatch = C.command_mismatch(recorded["digest"], command, LOCK)
+    if mismatch:
+        return [mismatch]
+    reason = C.command_reason(recorded.get("sha256"), _run_command(command), LOCK)
+    return [reason] if reason else []
+
+
+def check(record, key, nvidia_smi, health_timeout, command=None):
+    """(reasons, checks compared): stops at the first kind of thing that differs. ``command``: this run's
+    lock command (the record keeps only its digest and the digest of its output)."""
     steps = [
         ("key", lambda: C.key_reasons(record.get("key"), key)),
         ("control", lambda: control_reasons(record)),
@@ -264,10 +279,7 @@ def check(record, key, nvidia_smi, health_timeout):
         ("health", lambda: C.health_reasons(dict(
             (i["name"], O.health("http://127.0.0.1:%s" % i["port"], i["served_model_name"], i.get("env_file"),
                                  health_timeout)) for i in record.get("instances") or []))),
-        ("command", lambda: [r for r in [C.command_reason((record.get("command") or {}).get("sha256"),
-                                                          _command_digest(record.get("command")),
-                                                          "the package lock (uv pip compile)")] if r]
-         if (record.get("command") or {}).get("argv") else []),
+        ("command", lambda: _command_reasons(record.get("command"), command or {})),
     ]
     done = 0
     for _name, step in steps:
@@ -276,19 +288,6 @@ def check(record, key, nvidia_smi, health_timeout):
         if reasons:
             return reasons, done
     return [], done
-
-
-def write_record(path, record):
-    directory = os.path.dirname(path)
-    os.makedirs(directory, mode=0o700, exist_ok=True)
-    os.chmod(directory, 0o700)
-    tmp = "%s.%d.tmp" % (path, os.getpid())
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-    with os.fdopen(fd, "w") as handle:
-        json.dump(record, handle, sort_keys=True, indent=1)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
 
 
 def main():
@@ -325,6 +324,10 @@ def main():
     nvidia_smi = find_program("nvidia-smi") or ""  # by absolute path in the system's directories, never PATH
     result = dict(changed=False, converged=False, reasons=[], release="", instances=[], checks=0, recorded_at=0.0)
 
+    problem = S.dir_problem(os.path.dirname(path))
+    if problem and p["state"] != "check":
+        module.fail_json(msg="deploy record refused, nothing was changed: %s" % problem, **result)
+
     if p["state"] == "absent":
         result["changed"] = os.path.lexists(path)
         if result["changed"] and not module.check_mode:
@@ -339,16 +342,19 @@ def main():
                                  for i in record["instances"]])
         if not module.check_mode:
             try:
-                write_record(path, record)
-            except OSError as exc:
+                S.write_record(path, record)
+            except (OSError, S.RecordError) as exc:
                 module.fail_json(msg="could not write the deploy record %s: %s" % (path, exc), **result)
         module.exit_json(elapsed=round(time.monotonic() - start, 3), **result)
 
-    record = _read_record(path)
-    reasons = C.record_reasons(record)
+    try:
+        record = S.read_record(path)
+        reasons = C.record_reasons(record)
+    except S.RecordError as exc:
+        record, reasons = None, [str(exc)]
     checks = 0
     if not reasons:
-        reasons, checks = check(record, p["key"], nvidia_smi, p["health_timeout"])
+        reasons, checks = check(record, p["key"], nvidia_smi, p["health_timeout"], p["command"])
     if record:
         result.update(release=record.get("release") or "", recorded_at=record.get("recorded_at") or 0.0,
                       instances=[dict((k, i.get(k)) for k in ("name", "port", "served_model_name"))

@@ -26,7 +26,7 @@ options:
   base:
     description:
       - The instance's address on the host, scheme and port, without a path; C(/health_generate) and
-        C(/v1/models) are appended.
+        C(/v1/models) are appended. Only C(http://) or C(https://); any other is refused, nothing read.
     type: str
     required: true
   model:
@@ -42,7 +42,9 @@ options:
     required: true
   timeout:
     description:
-      - Seconds to wait for readiness. The wait ends after the first probe that finds the time spent.
+      - Seconds to wait for readiness. The wait ends after the first probe that finds the time spent. Each
+        probe has the time left (at least 1 s, at most 30 s) in all and reads at most 1 MiB; a server that
+        drips its answer fails the probe then.
     type: float
     default: 1200
   interval:

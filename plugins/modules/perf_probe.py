@@ -66,7 +66,8 @@ options:
     default: 1
   timeout:
     description:
-      - Seconds one wait for the server may take (the connection, and each read of the stream).
+      - Seconds one request may take in all (the connection, the answer and its whole stream); a server that
+        drips its stream fails the probe then. Each request reads at most 256 MiB.
     type: float
     default: 120
   release:

@@ -12,7 +12,11 @@ Nothing here reads the host.
 
 from __future__ import annotations
 
-RECORD_VERSION = 1
+import hashlib
+import json
+
+# 2: the record keeps the lock command's digest, never the command itself (round 3, N2)
+RECORD_VERSION = 2
 
 # What the controller digests for the key (key.py), named as a reason names them.
 KEY_PARTS = (
@@ -133,6 +137,30 @@ def account_reasons(recorded, now):
             out.append("%s changed (%s)" % (name.replace(":", " ", 1),
                                             "gone" if now.get(name) is None else "its entry or groups"))
     return out
+
+
+def command_digest(command):
+    """sha256 of a command (its ``argv``, ``stdin`` and ``env``) as canonical JSON; None without an argv.
+    The record keeps this digest: the command a check runs is the run's own, never one read from the record."""
+    command = command if isinstance(command, dict) else {}
+    if not command.get("argv"):
+        return None
+    canon = {"argv": list(command.get("argv") or []), "stdin": command.get("stdin") or "",
+             "env": dict(command.get("env") or {})}
+    return hashlib.sha256(json.dumps(canon, sort_keys=True, separators=(",", ":")).encode("utf-8")).hexdigest()
+
+
+def command_mismatch(recorded_digest, command, what):
+    """Why this run's command cannot be compared with the recorded one (None when it can): the run named
+    none, or another one than the command whose output the record keeps."""
+    if not recorded_digest:
+        return None
+    digest = command_digest(command)
+    if digest is None:
+        return "%s could not be named before the deploy (a variable it uses did not template)" % what
+    if digest != recorded_digest:
+        return "%s itself changed since the last completed deploy" % what
+    return None
 
 
 def command_reason(recorded_sha256, now_sha256, what):

@@ -139,7 +139,10 @@ def lock_tokens(prefix=TOKEN_PREFIX):
 
 def health(base, model, env_file, timeout=TIMEOUT, probe=readiness.get):
     """None when ``base`` answers /health_generate with 200 and /v1/models names ``model``, else why
-    not (one probe each, no waiting). The API key is read from the env file on the host."""
+    not (one probe each, no waiting, each within ``timeout`` seconds in all). The API key is read from the
+    env file on the host; a base that is not http(s) is refused (round 3, m3)."""
+    if readiness.base_error(base):
+        return readiness.base_error(base)
     key = readiness.api_key(env_file)
     status, body = probe(base.rstrip("/") + "/health_generate", key, timeout)
     if status != 200:

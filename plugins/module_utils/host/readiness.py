@@ -15,25 +15,26 @@ user sees in the process list.
 The decisions are pure functions (``parse_env_file``, ``waits``, ``parse_unit_state``,
 ``unit_verdict``, ``parse_models``, ``http_verdict``, ``timed_out``); the I/O sits at the
 edge (``api_key``, ``unit_state``, ``get``) and ``wait_ready`` runs the loop, with the I/O,
-clock and sleep replaceable for tests. The standard library and ansible-core's ``open_url`` only.
+clock and sleep replaceable for tests. Each probe has an overall deadline and a size bound
+(``bounded_http``). The standard library only.
 """
 
 from __future__ import annotations
 
 import json
 import time
-import urllib.error
 from dataclasses import dataclass, field
 
-from ansible.module_utils.urls import ConnectionError as UrlsConnectionError
-from ansible.module_utils.urls import open_url
 from ansible_collections.dflash.deploy.plugins.module_utils.fileio import read_regular
 from ansible_collections.dflash.deploy.plugins.module_utils.host.programs import find_program
+from ansible_collections.dflash.deploy.plugins.module_utils.host.bounded_http import HttpError, fetch, scheme_error
 from ansible_collections.dflash.deploy.plugins.module_utils.host.runner import run_with_timeout
 
 FIRST_WAIT = 0.5
-PROBE_TIMEOUT = 30  # seconds one HTTP request may take (/health_generate generates a token)
+PROBE_TIMEOUT = 30  # seconds one HTTP request may take in all (/health_generate generates a token)
+MIN_PROBE = 1.0  # seconds a probe may take at least, even when the wait's time is spent
 MAX_ENV_FILE_BYTES = 1 << 20
+MAX_ANSWER_BYTES = 1 << 20  # /health_generate and /v1/models answer a few hundred bytes
 UNIT_PROPERTIES = ("NRestarts", "ActiveState", "MainPID", "SubState")
 SYSTEMCTL_TIMEOUT = 30  # seconds `systemctl show` may take (a busy systemd answers late, a hung one never)
 
@@ -192,6 +193,11 @@ def seconds_text(seconds):
     return "%d" % seconds if seconds.is_integer() else "%s" % seconds
 
 
+def probe_seconds(timeout, elapsed):
+    """How long the next probe may take in all: the time left, at least MIN_PROBE, at most PROBE_TIMEOUT."""
+    return min(PROBE_TIMEOUT, max(float(timeout) - elapsed, MIN_PROBE))
+
+
 def timed_out(timeout, reason):
     return "not ready within %ss: %s" % (seconds_text(timeout), reason)
 
@@ -224,24 +230,34 @@ def unit_state(unit):
     return parse_unit_state(out)
 
 
-def get(url, key, timeout=PROBE_TIMEOUT):
-    """(status, body) of a GET; status None when nothing answered, the body then says why. Straight
-    to the instance: no proxy from the environment, no credentials from ~/.netrc."""
+def get(url, key, timeout=PROBE_TIMEOUT, limit=MAX_ANSWER_BYTES):
+    """(status, body) of a GET; status None when no complete answer came, the body then says why. The
+    whole exchange takes at most ``timeout`` seconds and reads at most ``limit`` bytes (bounded_http: a
+    server dripping its answer fails the probe at the deadline). Only http(s); straight to the instance:
+    no proxy from the environment, no credentials from ~/.netrc."""
     headers = {"Authorization": "Bearer " + key} if key else {}
     try:
-        with open_url(url, headers=headers, method="GET", timeout=timeout, use_proxy=False, use_netrc=False,
-                      http_agent="dflash-instance-ready") as resp:
-            return resp.status, resp.read().decode("utf-8", "replace")
-    except urllib.error.HTTPError as exc:
-        return exc.code, ""
-    except (urllib.error.URLError, OSError, UrlsConnectionError) as exc:
-        return None, str(getattr(exc, "reason", exc))
+        status, body = fetch(url, headers=headers, timeout=timeout, limit=limit, agent="dflash-instance-ready")
+    except HttpError as exc:
+        return None, exc.reason
+    return status, body.decode("utf-8", "replace")
+
+
+def base_error(base):
+    """None when ``base`` is an http:// or https:// URL, else why it is refused (one line, m3: a
+    ``file://`` base read a file as root and returned it in the reason)."""
+    error = scheme_error(base)
+    return "base %s" % error if error else None
 
 
 def wait_ready(base, model, unit, timeout, interval, max_restarts=0, env_file=None,
                probe=get, read_unit=unit_state, clock=time.monotonic, sleep=time.sleep):
     """Probe until the instance at ``base`` serves ``model``, the unit crash-loops or fails,
-    or ``timeout`` seconds pass; a ``Readiness``."""
+    or ``timeout`` seconds pass; a ``Readiness``. Each probe (``probe(url, key, seconds)``) has the
+    time left, at least MIN_PROBE and at most PROBE_TIMEOUT seconds, in all: the wait ends within
+    ``timeout`` and two short probes, whatever the server does. A base that is not http(s) is refused."""
+    if base_error(base):
+        return Readiness(ready=False, reason=base_error(base))
     key = api_key(env_file)
     start = clock()
     restarts_before = restart_count(read_unit(unit))
@@ -252,9 +268,9 @@ def wait_ready(base, model, unit, timeout, interval, max_restarts=0, env_file=No
         if stop:
             reason = stop
             break
-        health, body = probe(base + "/health_generate", key)
+        health, body = probe(base + "/health_generate", key, probe_seconds(timeout, clock() - start))
         if health == 200:
-            models = parse_models(probe(base + "/v1/models", key)[1])
+            models = parse_models(probe(base + "/v1/models", key, probe_seconds(timeout, clock() - start))[1])
             reason = models_reason(model, models)
             if reason is None:
                 ready = True

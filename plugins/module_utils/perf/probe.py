@@ -12,7 +12,8 @@ request fails, and ``data: [DONE]`` at the end. ``ignore_eos`` keeps every answe
 
 The plan (``ProbePlan``) and its identity (``identity``, a digest of everything that decides what
 the server is asked) are pure; ``parse_event`` and ``timing_of`` turn the stream into a
-``RequestTiming``; ``stream_one`` is the I/O (ansible-core's ``open_url``), and ``run`` runs the
+``RequestTiming``; ``stream_one`` is the I/O (``bounded_http``: an overall deadline and a size bound
+per request), and ``run`` runs the
 plan with the clock and the transport replaceable for tests. Standard library only.
 """
 
@@ -21,15 +22,14 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-import urllib.error
 from dataclasses import dataclass
 
-from ansible.module_utils.urls import ConnectionError as UrlsConnectionError
-from ansible.module_utils.urls import open_url
+from ansible_collections.dflash.deploy.plugins.module_utils.host.bounded_http import Exchange, HttpError
 
 ENDPOINT = "/generate"
 PLAN_FORMAT = 1  # part of the identity: a change in how the probe asks makes old figures incomparable
 MAX_EVENT_BYTES = 16 << 20  # one event line; SGLang's non-incremental chunks repeat the text so far
+MAX_STREAM_BYTES = 256 << 20  # one request's whole stream
 
 # Fixed texts: short, plain, and unlike each other, so no prefix is shared between them and each
 # request pays its own prefill.
@@ -174,8 +174,9 @@ def timing_of(sent, events, done):
 
 def stream_one(url, body, key, timeout, clock=time.monotonic):
     """POST ``body`` to ``url`` and read its event stream; a ``RequestTiming``. Straight to the
-    instance: no proxy from the environment, no credentials from ~/.netrc. ``timeout`` bounds each
-    wait for the server (the connection, and each read). Raises ProbeError."""
+    instance: no proxy from the environment, no credentials from ~/.netrc. ``timeout`` bounds the whole
+    request (the connection, the answer and its stream: a server dripping its stream fails the probe
+    then), MAX_STREAM_BYTES what is read. Raises ProbeError."""
     headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
     if key:
         headers["Authorization"] = "Bearer " + key
@@ -183,8 +184,10 @@ def stream_one(url, body, key, timeout, clock=time.monotonic):
     events = []
     sent = clock()
     try:
-        with open_url(url, data=data, headers=headers, method="POST", timeout=timeout, use_proxy=False,
-                      use_netrc=False, http_agent="dflash-perf-probe") as resp:
+        with Exchange(url, "POST", headers, data, timeout=timeout, limit=MAX_STREAM_BYTES,
+                      agent="dflash-perf-probe") as resp:
+            if resp.status >= 400:
+                raise ProbeError("POST %s answered %s%s" % (url, resp.status, _error_text(resp)))
             while True:
                 line = resp.readline(MAX_EVENT_BYTES)
                 if not line:
@@ -194,10 +197,8 @@ def stream_one(url, body, key, timeout, clock=time.monotonic):
                     break
                 if event is not None:
                     events.append((clock(), event))
-    except urllib.error.HTTPError as exc:
-        raise ProbeError("POST %s answered %s%s" % (url, exc.code, _error_text(exc))) from None
-    except (urllib.error.URLError, OSError, UrlsConnectionError) as exc:
-        raise ProbeError("POST %s: %s" % (url, getattr(exc, "reason", exc))) from None
+    except HttpError as exc:
+        raise ProbeError(str(exc)) from None
     done = events[-1][0] if events else clock()
     timing = timing_of(sent, events, done)
     if not timing.chunks:
@@ -205,11 +206,11 @@ def stream_one(url, body, key, timeout, clock=time.monotonic):
     return timing
 
 
-def _error_text(exc):
+def _error_text(resp):
     """': <message>' from an error answer's JSON body (SGLang's {"message": ...} or {"error": ...}), else ''."""
     try:
-        body = json.loads(exc.read(4096).decode("utf-8", "replace"))
-    except (ValueError, OSError, AttributeError):
+        body = json.loads(resp.readline(4096).decode("utf-8", "replace"))
+    except (ValueError, HttpError):
         return ""
     if isinstance(body, dict):
         message = body.get("message") or body.get("error") or body.get("detail")

@@ -8,15 +8,15 @@ addition and answers 202 with ``worker_id``; ``DELETE /workers/{id}`` queues a r
 and, for one queued, ``job_status`` (``{"status": "processing" | "failed", "message": ...}``); an
 addition whose worker does not answer stays ``processing`` (the router retries it for its
 ``--worker-startup-timeout-secs``) and is not listed by ``GET /workers``. Requests go straight to the
-router: no proxy from the environment.
+router: no proxy from the environment; each has an overall deadline and a size bound (round 3, M1).
 """
 
 from __future__ import annotations
 
 import json
-import urllib.error
-import urllib.request
 from urllib.parse import quote
+
+from ansible_collections.dflash.deploy.plugins.module_utils.host.bounded_http import HttpError, fetch, scheme_error
 
 MAX_ANSWER_BYTES = 8 << 20
 
@@ -34,28 +34,24 @@ def _one_line(text, limit=300):
     return text if len(text) <= limit else text[:limit] + "..."
 
 
-def _opener():
-    return urllib.request.build_opener(urllib.request.ProxyHandler({}))
-
-
-def request(router, method, path, body=None, timeout=10.0, opener=None):
-    """``(status, parsed JSON or None, raw text)`` of one request to the router. An HTTP error status is
-    an answer; a router that does not answer raises RouterError."""
+def request(router, method, path, body=None, timeout=10.0):
+    """``(status, parsed JSON or None, raw text)`` of one request to the router, within ``timeout`` seconds in
+    all and MAX_ANSWER_BYTES (bounded_http: a router dripping its answer fails at the deadline). An HTTP error
+    status is an answer; a router that does not answer, or not in time, raises RouterUnreachable; an
+    address that is not http(s) raises RouterError."""
+    error = scheme_error(router + path)
+    if error:
+        raise RouterError("router address %s" % error)
     data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(router + path, data=data, method=method)
-    req.add_header("Accept", "application/json")
+    headers = {"Accept": "application/json"}
     if data is not None:
-        req.add_header("Content-Type", "application/json")
+        headers["Content-Type"] = "application/json"
     try:
-        resp = (opener or _opener()).open(req, timeout=timeout)
-    except urllib.error.HTTPError as exc:
-        status, raw = exc.code, exc.read(MAX_ANSWER_BYTES)
-    except (urllib.error.URLError, OSError, ValueError) as exc:
+        status, raw = fetch(router + path, method, headers, data, timeout=timeout, limit=MAX_ANSWER_BYTES,
+                            agent="dflash-router-client")
+    except HttpError as exc:
         raise RouterUnreachable("the router at %s does not answer %s %s: %s"
-                                % (router, method, path, _one_line(getattr(exc, "reason", exc)))) from None
-    else:
-        with resp:
-            status, raw = resp.status, resp.read(MAX_ANSWER_BYTES)
+                                % (router, method, path, _one_line(exc.reason))) from None
     text = raw.decode("utf-8", "replace")
     try:
         parsed = json.loads(text) if text.strip() else None
@@ -72,28 +68,28 @@ def _message(parsed, text):
     return _one_line(text) or "(empty answer)"
 
 
-def list_workers(router, timeout=10.0, opener=None):
+def list_workers(router, timeout=10.0):
     """The ``GET /workers`` answer (a dict); RouterError when it is not 200 with JSON."""
-    status, parsed, text = request(router, "GET", "/workers", timeout=timeout, opener=opener)
+    status, parsed, text = request(router, "GET", "/workers", timeout=timeout)
     if status != 200 or not isinstance(parsed, dict):
         raise RouterError("the router at %s answered %s to GET /workers: %s" % (router, status, _message(parsed, text)))
     return parsed
 
 
-def add_worker(router, url, timeout=10.0, opener=None):
+def add_worker(router, url, timeout=10.0):
     """Queue the addition of ``url``; the id the router gave it. RouterError naming the worker when the
     router refuses it."""
-    status, parsed, text = request(router, "POST", "/workers", {"url": url}, timeout=timeout, opener=opener)
+    status, parsed, text = request(router, "POST", "/workers", {"url": url}, timeout=timeout)
     if status not in (200, 201, 202) or not isinstance(parsed, dict) or not parsed.get("worker_id"):
         raise RouterError("the router at %s refused worker %s: %s %s" % (router, url, status, _message(parsed, text)))
     return str(parsed["worker_id"])
 
 
-def remove_worker(router, worker_id, url, timeout=10.0, opener=None):
+def remove_worker(router, worker_id, url, timeout=10.0):
     """Queue the removal of the worker ``worker_id`` (``url`` only names it in errors). True when queued,
     False when the router no longer knows it."""
     status, parsed, text = request(router, "DELETE", "/workers/" + quote(worker_id, safe=""),
-                                   timeout=timeout, opener=opener)
+                                   timeout=timeout)
     if status == 404:
         return False
     if status not in (200, 202, 204):
@@ -102,11 +98,10 @@ def remove_worker(router, worker_id, url, timeout=10.0, opener=None):
     return True
 
 
-def job_status(router, worker_id, timeout=10.0, opener=None):
+def job_status(router, worker_id, timeout=10.0):
     """``(status, message)`` of the router's job for ``worker_id`` (``GET /workers/{id}``'s
     ``job_status``); ``(None, None)`` when it has none or the router does not know the id."""
-    status, parsed, _text = request(router, "GET", "/workers/" + quote(worker_id, safe=""), timeout=timeout,
-                                    opener=opener)
+    status, parsed, _text = request(router, "GET", "/workers/" + quote(worker_id, safe=""), timeout=timeout)
     job = parsed.get("job_status") if status == 200 and isinstance(parsed, dict) else None
     if not isinstance(job, dict):
         return None, None

@@ -64,8 +64,10 @@ def record(host):
     return out
 
 
-def check(host, key=None, check_mode=False):
-    rc, out = run_module("deploy_state", {"path": host["args"]["path"], "key": key or KEY}, check=check_mode)
+def check(host, key=None, check_mode=False, command=None):
+    """A check as the role runs it: this run's lock command given (the record keeps only its digest)."""
+    args = {"path": host["args"]["path"], "key": key or KEY, "command": command or host["args"]["command"]}
+    rc, out = run_module("deploy_state", args, check=check_mode)
     assert rc == 0 and out["changed"] is False, out
     return out
 
@@ -209,7 +211,150 @@ def test_a_digest_the_deploy_took_of_the_lock_is_kept_and_compares(host):
         "the package lock (uv pip compile) resolves otherwise than at the last completed deploy"]
 
 
-NOBODY = 65534
+NOBODY = 65534  # the service user, as far as ownership goes
+
+
+# Round 3, N2: the service user owned the record's directory, planted the temporary file the record was written
+# through, then put its own command in the record, and the next run's check ran it as root.
+
+def _forged(host, canary: Path) -> dict:
+    """The record as the service user would edit it: its command writes the canary."""
+    from ansible_collections.dflash.deploy.plugins.module_utils.converged import compare
+
+    data = json.loads(Path(host["args"]["path"]).read_text())
+    command = {"argv": ["/bin/sh", "-c", f"id > {canary}; cat {host['lock_input']}"], "stdin": "", "env": {}}
+    data["command"] = dict(command, sha256="0" * 64, digest=compare.command_digest(command))
+    return data
+
+
+def _tree(top: Path) -> dict:
+    """Every entry under top: (uid, mode, bytes) - what must not change when a write is refused."""
+    out = {}
+    for path in [top, *sorted(top.rglob("*"))]:
+        st = path.lstat()
+        out[str(path)] = (st.st_uid, st.st_mode, path.read_bytes() if path.is_file() and not path.is_symlink() else b"")
+    return out
+
+
+def _hostile(kind: str, state: Path) -> Path:
+    """Make the record's directory (or the one above it) the service user's in one way; the path to name."""
+    if kind == "owner":
+        os.chown(state, NOBODY, NOBODY)
+        return state
+    if kind == "group-write":
+        state.chmod(0o770)
+        return state
+    if kind == "parent":
+        state.parent.chmod(0o777)
+        return state.parent
+    elsewhere = state.parent / "elsewhere"
+    state.rename(elsewhere)
+    state.symlink_to(elsewhere)
+    os.chown(state, NOBODY, NOBODY, follow_symlinks=False)
+    return state
+
+
+@pytest.mark.parametrize("kind", ["owner", "group-write", "parent", "link"])
+def test_a_record_the_service_user_could_write_is_never_trusted(host, kind):
+    record(host)
+    path = Path(host["args"]["path"])
+    canary = host["tmp"] / "rt3-record-pwn"
+    forged = _forged(host, canary)
+    path.write_text(json.dumps(forged))
+    os.chown(path, NOBODY, NOBODY)
+    named = _hostile(kind, path.parent)
+    before = _tree(host["tmp"] / "state") if kind != "link" else _tree(host["tmp"] / "elsewhere")
+    parent_mode = path.parent.parent.stat().st_mode
+
+    out = check(host)
+    assert out["converged"] is False and len(out["reasons"]) == 1, out
+    assert out["reasons"][0].startswith(f"the record's directory {named} " if kind != "parent"
+                                        else f"the directory {named} is writable by group or others"), out
+    assert out["checks"] == 0 and not canary.exists()
+    for state in ("recorded", "absent"):
+        rc, out = run_module("deploy_state", dict(host["args"], state=state))
+        assert rc != 0 and out["msg"].startswith("deploy record refused, nothing was changed: ") and \
+            "\n" not in out["msg"], out
+    assert (_tree(host["tmp"] / "state") if kind != "link" else _tree(host["tmp"] / "elsewhere")) == before
+    assert path.parent.parent.stat().st_mode == parent_mode and not canary.exists()
+
+
+def test_a_record_not_roots_alone_in_roots_directory_is_not_trusted(host):
+    record(host)
+    path = Path(host["args"]["path"])
+    canary = host["tmp"] / "rt3-record-pwn"
+    path.write_text(json.dumps(_forged(host, canary)))
+    os.chown(path, NOBODY, NOBODY)
+    reasons = check(host)["reasons"]
+    assert len(reasons) == 1 and reasons[0].startswith(f"the record {path} is owned by ") and "mode 0600" in reasons[0]
+    os.chown(path, 0, 0)
+    path.chmod(0o666)
+    reasons = check(host)["reasons"]
+    assert len(reasons) == 1 and reasons[0].startswith(f"the record {path} is owned by root with mode 0666")
+    assert not canary.exists()
+
+
+def test_the_check_never_runs_a_command_from_the_record(host):
+    """Even a record of root's: the check runs this run's command, and only when its digest is the recorded one."""
+    record(host)
+    path = Path(host["args"]["path"])
+    assert "argv" not in json.loads(path.read_text())["command"] and "cat" not in path.read_text()
+    canary = host["tmp"] / "rt3-record-pwn"
+    path.write_text(json.dumps(_forged(host, canary)))
+    assert check(host)["reasons"] == [
+        "the package lock (uv pip compile) itself changed since the last completed deploy"]
+    rc, out = run_module("deploy_state", {"path": str(path), "key": KEY, "command": {}})
+    assert rc == 0 and out["reasons"] == ["the package lock (uv pip compile) could not be named before the deploy "
+                                          "(a variable it uses did not template)"], out
+    assert not canary.exists()
+
+
+def test_planted_temporary_files_never_become_the_record(host):
+    """The record was written through converged.json.<pid>.tmp opened without O_EXCL: a file the service user
+    planted under each coming pid became the record, the service user's. Now a new file is made (mkstemp)."""
+    record(host)
+    path = Path(host["args"]["path"])
+    last = int(Path("/proc/sys/kernel/ns_last_pid").read_text())
+    planted = [path.parent / f"converged.json.{pid}.tmp" for pid in range(last + 1, last + 3000)]
+    for name in planted:
+        name.touch()
+        os.chown(name, NOBODY, NOBODY)
+    record(host)
+    st = path.lstat()
+    assert (st.st_uid, stat.S_IMODE(st.st_mode)) == (0, 0o600) and json.loads(path.read_text())["release"] == "r1"
+    assert all(p.lstat().st_uid == NOBODY and p.lstat().st_size == 0 for p in planted)
+    assert sorted(os.listdir(path.parent)) == sorted([path.name] + [p.name for p in planted])
+
+
+def test_a_missing_directory_is_made_roots_and_an_existing_one_is_never_changed(host, tmp_path):
+    """M6 in the module: only a directory it made is made 0700; a root directory of mode 0755 keeps it."""
+    shared = tmp_path / "varlib"
+    shared.mkdir()
+    shared.chmod(0o755)
+    host["args"]["path"] = str(shared / "rt3-converged.json")
+    record(host)
+    assert stat.S_IMODE(shared.stat().st_mode) == 0o755
+    assert stat.S_IMODE((shared / "rt3-converged.json").stat().st_mode) == 0o600
+    assert check(host)["converged"] is True
+
+
+def test_a_dripping_instance_ends_the_check_within_its_health_timeout(host):
+    """Round 3, M1: deploy_state health_timeout=5 against an instance dripping its answer ran for ever."""
+    import time
+
+    from drip_server import drip_server
+
+    with drip_server(length=1000) as (base, _server):
+        host["args"]["instances"] = [{"name": "a", "port": int(base.rsplit(":", 1)[1]), "served_model_name": "m",
+                                      "env_file": str(host["config"])}]
+        record(host)
+        start = time.monotonic()
+        rc, out = run_module("deploy_state", {"path": host["args"]["path"], "key": KEY, "health_timeout": 1,
+                                              "command": host["args"]["command"]}, timeout=30)
+        assert time.monotonic() - start < 6
+    assert rc == 0 and out["converged"] is False
+    assert out["reasons"] == ["instance a: /health_generate answered nothing: no complete answer within 1s "
+                              "(the deadline of the whole exchange)"]
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="chown needs root")
@@ -239,9 +384,12 @@ def test_a_path_directory_someone_else_owns_ends_the_check_before_anything_runs(
 def test_a_directory_above_what_the_record_keeps_made_writable_ends_the_check(host):
     """Round 3's N1 (S7 part): /opt or /etc/systemd/system made 0777 after a deploy sends the run down the
     full path (whose layout read refuses it), instead of the fast path."""
+    opt = host["tmp"] / "opt"
+    (opt / "dflash").mkdir(parents=True)
+    host["args"]["dirs"] = [str(opt / "dflash")]
     record(host)
-    host["tmp"].chmod(0o777)
+    opt.chmod(0o777)
     out = check(host)
     assert out["converged"] is False and out["checks"] == 2, out
-    assert out["reasons"] == [f"host layout: {host['tmp']} is writable by others (mode 0777): whoever can write it "
+    assert out["reasons"] == [f"host layout: {opt} is writable by others (mode 0777): whoever can write it "
                               "can replace what is below it; chmod go-w it"], out

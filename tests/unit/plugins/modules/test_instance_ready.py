@@ -123,3 +123,27 @@ def test_no_proxy_from_the_environment(tmp_path):
         proc = ready(tmp_path, {"base": base, "model": "m", "unit": "none.service", "timeout": 2, "interval": 0.2},
                      dead)
     assert proc.returncode == 0 and answer(proc)["ready"] is True, proc.stdout + proc.stderr
+
+
+def test_a_dripping_server_or_a_file_base_ends_in_one_line(tmp_path):
+    """Round 3: M1, instance_ready timeout=10 against a server dripping its answer ran for ever; m3, a file://
+    base returned the file's content in the reason."""
+    import re
+    import time
+
+    from drip_server import drip_server
+
+    with drip_server(length=1000) as (base, _server):
+        start = time.monotonic()
+        proc = ready(tmp_path, {"base": base, "model": "m", "unit": "none.service", "timeout": 3, "interval": 1})
+        seconds = time.monotonic() - start
+    result = answer(proc)
+    assert proc.returncode == 1 and seconds < 8, (seconds, result)
+    assert re.fullmatch(r"not ready within 3s: /health_generate answered nothing: no complete answer within "
+                        r"[0-9.]+s \(the deadline of the whole exchange\)", result["msg"]), result["msg"]
+    secret = tmp_path / "secret.txt"
+    secret.write_text("TOP-SECRET-LINE\n")
+    proc = ready(tmp_path, {"base": f"file://{secret}#", "model": "m", "unit": "none.service", "timeout": 1})
+    result = answer(proc)
+    assert proc.returncode == 1 and result["msg"] == f"base file://{secret}# is not an http:// or https:// URL"
+    assert "TOP-SECRET" not in proc.stdout + proc.stderr

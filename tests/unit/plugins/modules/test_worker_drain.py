@@ -67,3 +67,29 @@ def test_failures_are_one_line():
         rc, result = run_module("worker_drain", {"url": url, "worker": "http://127.0.0.1:30001"})
         assert rc == 1 and "\n" not in result["msg"]
         assert result["msg"].startswith("the router at %s answered 500 to GET /workers" % url)
+
+
+def test_a_dripping_worker_or_router_ends_the_drain_within_its_bound():
+    """Round 3, M1: a worker answering 200 with a 10 MB Content-Length and one byte every 2 s kept the drain
+    waiting for ever (timeout 10). Each probe now ends at its deadline or bound, and so does the drain; a
+    dripping router is a router that does not answer."""
+    import time
+
+    from drip_server import drip_server
+
+    with router_standin() as (url, router), drip_server(length=1000) as (worker, server):
+        router.register(worker)
+        start = time.monotonic()
+        rc, result = run_module("worker_drain", {"url": url, "worker": worker, "timeout": 10, "interval": 1},
+                                timeout=30)
+        assert rc == 0 and result["removed"] and router.urls() == [], result
+        assert time.monotonic() - start < 15 and server.served >= 1
+    with drip_server() as (dripping_router, _server):
+        start = time.monotonic()
+        rc, result = run_module("worker_drain", {"url": dripping_router, "worker": "http://127.0.0.1:30001",
+                                                 "timeout": 10}, timeout=30)
+        assert rc == 0 and result["router_answered"] is False and not result["changed"], result
+        assert result["reason"] == f"the router at {dripping_router} does not answer GET /workers: GET " \
+                                   f"{dripping_router}/workers answered 200 with 10485760 bytes, more than the " \
+                                   "8388608 read here"
+        assert time.monotonic() - start < 5

@@ -97,3 +97,18 @@ def test_command_and_health():
     assert C.command_reason("a", None, "the lock") == "the lock could not be run again"
     assert C.health_reasons({"a": None, "b": "/health_generate answered 503"}) == \
         ["instance b: /health_generate answered 503"]
+
+
+def test_the_record_keeps_a_command_digest_and_the_run_names_the_command():
+    """Round 3, N2: the record keeps only the lock command's digest; a check compares this run's command with it."""
+    lock = {"argv": ["/bin/bash", "-c", "uv pip compile -"], "stdin": "sglang==0.5.11", "env": {"UV_NO_CONFIG": "1"}}
+    digest = C.command_digest(lock)
+    assert len(digest) == 64 and C.command_digest(dict(lock, sha256="x")) == digest  # the output digest is apart
+    assert C.command_digest(dict(lock, env={"UV_NO_CONFIG": "1", "PYTHONPATH": "/tmp"})) != digest
+    assert C.command_digest(dict(lock, stdin="sglang==0.5.12")) != digest
+    assert C.command_digest({}) is None and C.command_digest(None) is None
+    assert C.command_mismatch(digest, lock, "the lock") is None
+    assert C.command_mismatch(None, {}, "the lock") is None  # nothing recorded: nothing to run
+    forged = dict(lock, argv=["/bin/sh", "-c", "id > /var/tmp/rt3-record-pwn"])
+    assert C.command_mismatch(digest, forged, "the lock") == "the lock itself changed since the last completed deploy"
+    assert C.command_mismatch(digest, {}, "the lock").startswith("the lock could not be named before the deploy")

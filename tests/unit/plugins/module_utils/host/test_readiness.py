@@ -147,7 +147,8 @@ class Host:
         assert unit == "u.service"
         return self.units.pop(0) if len(self.units) > 1 else self.units[0]
 
-    def probe(self, url, key):
+    def probe(self, url, key, seconds):
+        assert R.MIN_PROBE <= seconds <= R.PROBE_TIMEOUT
         self.asked.append((url, key))
         if url.endswith("/health_generate"):
             self.round += 1
@@ -223,3 +224,69 @@ def test_the_probes_carry_the_env_files_key(tmp_path):
     host = Host([(200, MODELS_M)])
     assert host.wait(env_file=str(env)).ready is True
     assert {key for _url, key in host.asked} == {"sk-secret-1234"}
+
+
+# Round 3, M1 and m3: each probe has an overall deadline and a size bound, and only http(s).
+
+def _timed(call):
+    import time
+
+    start = time.monotonic()
+    out = call()
+    return out, time.monotonic() - start
+
+
+@pytest.mark.parametrize("head", [False, True])
+def test_a_dripping_answer_fails_the_probe_at_its_deadline(head):
+    """200 with a 10 MB Content-Length then one byte every 2 s (or the status line dripped): the probe ends
+    at its deadline, not at the server's pace, and says so."""
+    from drip_server import drip_server
+
+    with drip_server(gap=0.2 if head else 2.0, head=head) as (base, server):
+        (status, body), seconds = _timed(lambda: R.get(base + "/health_generate", "", timeout=1, limit=100 << 20))
+    assert status is None and body == "no complete answer within 1s (the deadline of the whole exchange)"
+    assert 0.9 <= seconds < 3 and server.served == 1
+
+
+def test_an_answer_over_the_bound_is_refused():
+    from drip_server import drip_server
+
+    with drip_server(gap=0.01, length=2 << 20) as (base, _server):
+        (status, body), seconds = _timed(lambda: R.get(base + "/v1/models", "", timeout=5))
+    assert status is None and seconds < 1
+    assert body == f"GET {base}/v1/models answered 200 with 2097152 bytes, more than the 1048576 read here"
+
+
+def test_probe_seconds_are_the_time_left_within_bounds():
+    assert R.probe_seconds(1200, 0) == R.PROBE_TIMEOUT and R.probe_seconds(10, 7.5) == 2.5
+    assert R.probe_seconds(10, 10) == R.MIN_PROBE and R.probe_seconds(0, 3) == R.MIN_PROBE
+
+
+def test_the_wait_ends_within_its_timeout_against_a_dripping_server():
+    """instance_ready timeout=10 against the dripping server ran for ever; each probe now has the time left."""
+    from drip_server import drip_server
+
+    with drip_server(length=1000) as (base, _server):  # within the size bound: the deadline ends it
+        answer, seconds = _timed(lambda: R.wait_ready(
+            base, "m", "u.service", timeout=1, interval=0.1, read_unit=lambda unit: {},
+            probe=R.get))
+    assert not answer.ready and seconds < 4
+    assert answer.reason == "not ready within 1s: /health_generate answered nothing: no complete answer within 1s " \
+                            "(the deadline of the whole exchange)"
+
+
+@pytest.mark.parametrize("base", ["file:///{secret}#", "ftp://127.0.0.1/x", "/{secret}", "http://"])
+def test_a_base_that_is_not_http_is_refused_and_reads_nothing(tmp_path, base):
+    """m3: instance_ready base=file:///etc/shadow# returned the file in its reason."""
+    secret = tmp_path / "secret.txt"
+    secret.write_text("TOP-SECRET-LINE\n")
+    base = base.format(secret=str(secret).lstrip("/"))
+    probed = []
+    answer = R.wait_ready(base, "m", "u.service", timeout=5, interval=1, read_unit=lambda unit: {},
+                          probe=lambda url, key, seconds: probed.append(url) or (200, ""))
+    assert not answer.ready and answer.reason == f"base {base} is not an http:// or https:// URL" and probed == []
+    status, body = R.get(base + "/health_generate", "")
+    assert status is None and "TOP-SECRET" not in body and "is not an http:// or https:// URL" in body
+    from ansible_collections.dflash.deploy.plugins.module_utils.converged import observe as O
+
+    assert O.health(base, "m", "", 5) == f"base {base} is not an http:// or https:// URL"
