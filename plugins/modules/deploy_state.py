@@ -249,7 +249,8 @@ def check(record, key, nvidia_smi, health_timeout):
                                          dict((p, O.tree_sha256(p)) for p in record.get("trees") or {}))),
         ("health", lambda: C.health_reasons(dict(
             (i["name"], O.health("http://127.0.0.1:%s" % i["port"], i["served_model_name"], i.get("env_file"),
-                                 health_timeout)) for i in record.get("instances") or []))),
+                                 health_timeout, unit="sglang-dflash@%s.service" % i["name"]))
+            for i in record.get("instances") or []))),
         ("command", lambda: [r for r in [C.command_reason((record.get("command") or {}).get("sha256"),
                                                           _command_digest(record.get("command")),
                                                           "the package lock (uv pip compile)")] if r]

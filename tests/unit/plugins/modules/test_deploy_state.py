@@ -32,7 +32,11 @@ def host(tmp_path, monkeypatch):
     state.write_text("active running")
     smi = tmp_path / "smi"
     smi.write_text(SMI_ROWS)
-    _script(bin_dir / "systemctl", f"""set -- $(cat {state})
+    # the unit's control group is this process's: the test's server, in this process, is the unit's listener
+    own = [line.split(":", 2)[2] for line in Path("/proc/self/cgroup").read_text().splitlines()
+           if line.split(":")[1] in ("", "name=systemd")][0]
+    _script(bin_dir / "systemctl", f"""case "$*" in *ControlGroup*) echo '{own}'; exit 0;; esac
+set -- $(cat {state})
 printf 'Id=sglang-dflash@a.service\\nLoadState=loaded\\n'
 printf 'ActiveState=%s\\nSubState=%s\\nUnitFileState=enabled\\n' "$1" "$2"
 printf 'FragmentPath=/etc/systemd/system/sglang-dflash@.service\\nDropInPaths=\\nNeedDaemonReload=no\\n'
