@@ -19,7 +19,7 @@ description:
     C(EnvironmentFile=)), never from an option or the task's environment, which Ansible prints at C(-vvv)
     and every local user reads in the process list. It is never returned.
   - Before each probe, checks who listens on the port of O(base) (C(/proc/net/tcp), C(/proc/net/tcp6) and
-    C(/proc/<pid>/fd)): every process holding a listening socket that covers the address must be in O(unit)'s
+    C(/proc/<pid>/fd)); every process holding a listening socket that covers the address must be in O(unit)'s
     control group (or run as O(user), when given). Nothing listening is an answer like a refused connection; a
     port held by anyone else ends the wait at once, naming the process, its user and command, and neither the
     request nor the key is sent to it. When the instance is not ready, a port someone else holds is named in

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from ansible_collections.dflash.deploy.plugins.module_utils.host.runner import run_with_timeout
 
 TCP_LISTEN = "0A"
+SYSTEMCTL = "systemctl"  # by name, as readiness.unit_state and observe.unit_states run it
 SYSTEMCTL_TIMEOUT = 30
 
 
@@ -218,7 +219,7 @@ def unit_control_group(unit):
     """systemd's control group of ``unit`` ('' when it has none: not running, or no systemctl)."""
     if not unit:
         return ""
-    rc, out, _err, timed_out = run_with_timeout(["systemctl", "show", "-p", "ControlGroup", "--value", "--", unit],
+    rc, out, _err, timed_out = run_with_timeout([SYSTEMCTL, "show", "-p", "ControlGroup", "--value", "--", unit],
                                                 SYSTEMCTL_TIMEOUT)
     return out.strip() if rc == 0 and not timed_out else ""
 
