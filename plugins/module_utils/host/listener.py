@@ -236,20 +236,25 @@ def who_holds(address, port, proc="/proc"):
     return True, found
 
 
-def check(address, port, unit=None, user=None, proc="/proc", control_group=None, sending="the key"):
-    """(listening, why not ours or None). ``unit``: the listener's processes must be in its control
-    group (read from systemd unless ``control_group`` is given); ``user``: or run as that user."""
+def held(address, port, unit=None, user=None, proc="/proc", control_group=None):
+    """(listening, 'port P on A is held by ..., not by <unit>' or None when only the instance holds it)."""
     listening, found = who_holds(address, port, proc)
     if not listening:
         return False, None
     if control_group is None:
         control_group = unit_control_group(unit)
-    uid = _uid(user)
-    others = foreign(found, control_group, uid)
+    others = foreign(found, control_group, _uid(user))
     if not others:
         return True, None
-    return True, "port %d on %s is held by %s, not by %s: %s was not sent" % (
-        port, address, ", ".join(describe(h) for h in others), expected_text(unit, user), sending)
+    return True, "port %d on %s is held by %s, not by %s" % (
+        port, address, ", ".join(describe(h) for h in others), expected_text(unit, user))
+
+
+def check(address, port, unit=None, user=None, proc="/proc", control_group=None, sending="the key"):
+    """(listening, why not ours or None). ``unit``: the listener's processes must be in its control
+    group (read from systemd unless ``control_group`` is given); ``user``: or run as that user."""
+    listening, error = held(address, port, unit, user, proc, control_group)
+    return listening, ("%s: %s was not sent" % (error, sending) if error else None)
 
 
 def require(address, port, unit=None, user=None, key="", proc="/proc", control_group=None):
@@ -282,7 +287,6 @@ def holder_text(base, unit=None, user=None, proc="/proc"):
     """Who else holds ``base``'s port ('' when nobody, or only the instance): for a diagnosis."""
     try:
         address, port = target_of(base)
-        _listening, error = check(address, port, unit, user, proc, sending="nothing")
-    except (ValueError, KeyError, OSError):
+        return held(address, port, unit, user, proc)[1] or ""
+    except (ValueError, OSError):
         return ""
-    return error.split(": nothing was sent")[0] if error else ""

@@ -213,6 +213,24 @@ def test_readiness_and_the_performance_probe_fail_naming_the_holder(tmp_path):
 
 
 @needs_root
+def test_a_failed_start_names_who_holds_the_port(tmp_path, monkeypatch):
+    """Round 3, row 33: someone took the port during the restart, the server died of Errno 98 and the unit
+    failed before any probe; readiness' reason names the holder (the diagnosis quotes it)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "systemctl").write_text('#!/bin/sh\ncase "$*" in *ControlGroup*) echo "%s"; exit 0;; esac\n'
+                                       'printf "NRestarts=0\\nActiveState=failed\\nSubState=failed\\n"\n' % CGROUP)
+    (bin_dir / "systemctl").chmod(0o755)
+    monkeypatch.setenv("PATH", "%s:%s" % (bin_dir, os.environ["PATH"]))
+    with recorder(uid=65534) as (port, pid, requests):
+        rc, ready = run_module("instance_ready", {"base": "http://127.0.0.1:%d" % port, "model": "m", "unit": UNIT,
+                                                  "timeout": 60, "interval": 1})
+    assert rc == 1 and ready["ready"] is False, ready
+    assert ready["msg"].startswith("the unit failed; port %d on 127.0.0.1 is held by pid %d (uid 65534" % (port, pid))
+    assert ready["msg"].endswith("not by %s" % UNIT) and requests() == []
+
+
+@needs_root
 def test_a_listener_of_the_expected_user_is_probed_with_the_key(tmp_path):
     env_file = tmp_path / "q.env"
     env_file.write_text("SGLANG_API_KEY=RT3-KEY-OURS\n")
