@@ -24,6 +24,7 @@ GPU indexes are.
 from __future__ import annotations
 
 import base64
+import ipaddress
 import posixpath
 import re
 
@@ -179,7 +180,26 @@ def _value_errors(inst, label) -> list:
             if problem:
                 errors.append(f"instance {label}: extra_args[{index}] {problem}")
     errors += env_errors(inst.get("environment"), f"instance {label}: environment")
+    errors += host_errors(inst.get("host"), label)
     return errors
+
+
+def host_errors(host, label) -> list:
+    """A listen address that does not take connections to 127.0.0.1, where readiness, the performance
+    gate and the fast path probe the instance and check who listens (round 3, N7): refused, since on
+    another address nothing of the instance answers there and any local user may bind it."""
+    if host in (None, "") or env_value_error(host):
+        return []
+    try:
+        ip = ipaddress.ip_address(str(host))
+        ok = ip.is_unspecified or ip == ipaddress.ip_address("127.0.0.1")
+    except ValueError:
+        ok = False
+    if ok:
+        return []
+    return [f"instance {label}: host {host} does not take connections to 127.0.0.1, where the deploy probes the "
+            f"instance (readiness, the performance gate, the fast path): give 0.0.0.0 (every address; keep the port "
+            f"behind a firewall), :: or 127.0.0.1"]
 
 
 def _number_errors(inst, label) -> list:

@@ -278,7 +278,8 @@ def check(record, key, nvidia_smi, health_timeout, command=None):
                                          dict((p, O.tree_sha256(p)) for p in record.get("trees") or {}))),
         ("health", lambda: C.health_reasons(dict(
             (i["name"], O.health("http://127.0.0.1:%s" % i["port"], i["served_model_name"], i.get("env_file"),
-                                 health_timeout)) for i in record.get("instances") or []))),
+                                 health_timeout, unit="sglang-dflash@%s.service" % i["name"]))
+            for i in record.get("instances") or []))),
         ("command", lambda: _command_reasons(record.get("command"), command or {})),
     ]
     done = 0

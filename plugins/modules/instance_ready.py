@@ -18,6 +18,12 @@ description:
   - The API key is read on the host from O(env_file) (C(SGLANG_API_KEY), parsed as systemd parses an
     C(EnvironmentFile=)), never from an option or the task's environment, which Ansible prints at C(-vvv)
     and every local user reads in the process list. It is never returned.
+  - Before each probe, checks who listens on the port of O(base) (C(/proc/net/tcp), C(/proc/net/tcp6) and
+    C(/proc/<pid>/fd)); every process holding a listening socket that covers the address must be in O(unit)'s
+    control group (or run as O(user), when given). Nothing listening is an answer like a refused connection; a
+    port held by anyone else ends the wait at once, naming the process, its user and command, and neither the
+    request nor the key is sent to it. When the instance is not ready, a port someone else holds is named in
+    RV(reason).
   - Fails, with RV(reason) as its message and the other fields as when it succeeds, when the instance is not
     ready. Never changes anything; C(changed) is always false. Standard library only on the host.
 author:
@@ -58,6 +64,11 @@ options:
       - Automatic restarts of the unit tolerated while waiting; one more ends the wait at once (a crash loop).
     type: int
     default: 0
+  user:
+    description:
+      - A user whose processes may also hold the port, for a server not run by systemd (the module run alone).
+        Without it, only the processes of O(unit) count as the instance.
+    type: str
   env_file:
     description:
       - The instance's env file, from which the API key (C(SGLANG_API_KEY)) is read. Without it, or when the
@@ -117,7 +128,7 @@ reason:
       and the last probe's answer.
   returned: always
   type: str
-  sample: "not ready within 10s: /health_generate answered nothing: [Errno 111] Connection refused"
+  sample: "not ready within 10s: /health_generate answered nothing: nothing listens on 127.0.0.1:30001"
 seconds:
   description: Seconds the wait took.
   returned: always
@@ -125,11 +136,13 @@ seconds:
   sample: 46.1
 """
 
+import time
 import traceback
 
 from ansible.module_utils.basic import AnsibleModule
 
 try:
+    from ansible_collections.dflash.deploy.plugins.module_utils.host import listener as L
     from ansible_collections.dflash.deploy.plugins.module_utils.host import readiness as R
     IMPORT_ERROR = None
 except ImportError:
@@ -146,15 +159,30 @@ def main():
             interval=dict(type="float", default=5),
             max_restarts=dict(type="int", default=0),
             env_file=dict(type="path"),
+            user=dict(type="str"),
         ),
         supports_check_mode=True,
     )
     if IMPORT_ERROR:
         module.fail_json(msg="dflash.deploy module_utils could not be imported", exception=IMPORT_ERROR)
     p = module.params
-    answer = R.wait_ready(p["base"].rstrip("/"), p["model"], p["unit"], p["timeout"], p["interval"],
-                          max_restarts=p["max_restarts"], env_file=p["env_file"]).as_dict()
+    base = p["base"].rstrip("/")
+    if R.base_error(base):  # a file:// base reads nothing (round 3, m3)
+        module.fail_json(msg=R.base_error(base), changed=False)
+    try:
+        probe = L.guard(R.get, base, p["unit"], p["user"])
+    except ValueError as exc:
+        module.fail_json(msg=str(exc), changed=False)
+    started = time.monotonic()
+    try:
+        answer = R.wait_ready(base, p["model"], p["unit"], p["timeout"], p["interval"],
+                              max_restarts=p["max_restarts"], env_file=p["env_file"], probe=probe).as_dict()
+    except L.ForeignListener as exc:
+        answer = R.Readiness(ready=False, reason=str(exc), seconds=round(time.monotonic() - started, 1)).as_dict()
     if not answer["ready"]:
+        holder = "" if "was not sent" in answer["reason"] else L.holder_text(base, p["unit"], p["user"])
+        if holder:
+            answer["reason"] += "; " + holder
         module.fail_json(msg=answer["reason"], changed=False, **answer)
     module.exit_json(changed=False, **answer)
 

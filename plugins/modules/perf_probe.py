@@ -38,6 +38,17 @@ options:
       - The address the instance listens on, as seen from the host the module runs on.
     type: str
     default: 127.0.0.1
+  unit:
+    description:
+      - The instance's systemd unit. Before each request the processes listening on O(port) (at an address that
+        covers O(host)) must be in its control group (or run as O(user)); a port held by anyone else fails the
+        probe, naming the process, its user and command, and neither the request nor the key is sent to it.
+        O(unit) or O(user) is required.
+    type: str
+  user:
+    description:
+      - A user whose processes may hold the port (a server not run by systemd, the module run alone).
+    type: str
   env_file:
     description:
       - The instance's env file, from which the API key (C(SGLANG_API_KEY)) is read, parsed as systemd parses an
@@ -194,6 +205,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 try:
     from ansible_collections.dflash.deploy.plugins.module_utils.fileio import read_regular
+    from ansible_collections.dflash.deploy.plugins.module_utils.host import listener as L
     from ansible_collections.dflash.deploy.plugins.module_utils.host.readiness import api_key as env_file_key
     from ansible_collections.dflash.deploy.plugins.module_utils.perf import figures as F
     from ansible_collections.dflash.deploy.plugins.module_utils.perf import gate as G
@@ -261,11 +273,26 @@ def summary(figs):
     return parts[0] + ": " + ", ".join(parts[1:])
 
 
+def owned_send(base, unit, user):
+    """P.stream_one, sent only when the instance holds the port (listener.require before each request).
+    Raises ValueError for a host name (no single address to check)."""
+    host, port = L.target_of(base)
+    control_group = L.unit_control_group(unit)
+
+    def send(url, body, key, timeout):
+        if not L.require(host, port, unit, user, key, control_group=control_group):
+            raise P.ProbeError("nothing listens on %s:%d" % (host, port))
+        return P.stream_one(url, body, key, timeout)
+    return send
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
             port=dict(type="int", required=True),
             host=dict(type="str", default="127.0.0.1"),
+            unit=dict(type="str"),
+            user=dict(type="str"),
             env_file=dict(type="path"),
             api_key=dict(type="str", no_log=True),
             prompts=dict(type="list", elements="raw"),
@@ -282,6 +309,7 @@ def main():
             min_acceptance_ratio=dict(type="float", default=0.9),
         ),
         mutually_exclusive=[("env_file", "api_key")],
+        required_one_of=[("unit", "user")],
         required_by={"record": "release"},
         supports_check_mode=True,
     )
@@ -313,7 +341,13 @@ def main():
         module.exit_json(msg=what, **result)
     key = p["api_key"] or env_file_key(p["env_file"])
     try:
-        timings = P.run(base, plan, key=key, timeout=p["timeout"])
+        send = owned_send(base, p["unit"], p["user"])
+    except ValueError as exc:
+        module.fail_json(msg="perf_probe: %s" % exc, **result)
+    try:
+        timings = P.run(base, plan, key=key, timeout=p["timeout"], send=send)
+    except L.ForeignListener as exc:
+        module.fail_json(msg="the performance probe did not measure %s: %s" % (base, exc), **result)
     except P.ProbeError as exc:
         module.fail_json(msg="the performance probe could not measure %s: %s" % (base, exc), **result)
     figs = F.figures(timings)

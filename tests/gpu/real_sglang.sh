@@ -360,9 +360,10 @@ serve() {  # LABEL INSTANCE PORT: start as the unit would, the role's readiness 
   # The options ready_or_roll_back.yml gives dflash.deploy.instance_ready (interval 1 s instead of 5, for
   # resolution), in the file a module reads its arguments from. The module file runs as a program under
   # $PY, with the collection and ansible-core's module_utils (the carried wheels, else $PY's own) on
-  # PYTHONPATH: it exits 0 when ready, 1 with its answer (reason, models, ...) when not.
-  printf '{"ANSIBLE_MODULE_ARGS": {"base": "http://127.0.0.1:%s", "model": "%s", "unit": "sglang-dflash@%s.service", "timeout": %s, "interval": 1, "max_restarts": 0, "env_file": "%s/%s.env"}}' \
-    "$port" "$inst" "$inst" "$READY_TIMEOUT" "$CONF" "$inst" > "$RES/ready-$label.args.json"
+  # PYTHONPATH: it exits 0 when ready, 1 with its answer (reason, models, ...) when not. unit_exec.py runs the
+  # server outside systemd, as the unit's User=: the listener check accepts that user's processes ("user").
+  printf '{"ANSIBLE_MODULE_ARGS": {"base": "http://127.0.0.1:%s", "model": "%s", "unit": "sglang-dflash@%s.service", "timeout": %s, "interval": 1, "max_restarts": 0, "env_file": "%s/%s.env", "user": "%s"}}' \
+    "$port" "$inst" "$inst" "$READY_TIMEOUT" "$CONF" "$inst" "${SERVICE_USER:-sglang}" > "$RES/ready-$label.args.json"
   log "$label: ExecStart of sglang-dflash@$inst.service; readiness: dflash.deploy.instance_ready (interval 1 s)"
   python3 "$REPO/tests/gpu/unit_exec.py" --unit /etc/systemd/system/sglang-dflash@.service --instance "$inst" \
     --log "$RES/server-$label.log" --out "$RES/start-$label.json" --keep-running \
@@ -472,7 +473,7 @@ if has surge && [ -n "$RELEASE" ]; then
   start_unit tiny-1 "$UNIT" tiny $(ready_argv 30001 tiny tiny) || { log "surge: tiny never ready, nothing more to prove"; STEPS=; }
 fi
 if has surge && [ -n "$RELEASE" ]; then
-  module perf-first perf_probe "{\"port\": 30001, \"env_file\": \"$CONF/tiny.env\", \"release\": \"$RELEASE\", \"gpus\": [\"$UUID0\"], \"record\": \"$META/perf-tiny.next.json\"}" \
+  module perf-first perf_probe "{\"port\": 30001, \"unit\": \"sglang-dflash@tiny.service\", \"user\": \"sglang\", \"env_file\": \"$CONF/tiny.env\", \"release\": \"$RELEASE\", \"gpus\": [\"$UUID0\"], \"record\": \"$META/perf-tiny.next.json\"}" \
     && mv "$META/perf-tiny.next.json" "$META/perf-tiny.json"
   # 2 the router, as its unit runs it; its workers at start are tiny's
   start_unit router "$RUNIT" tiny python3 -c 'import sys, time, urllib.request
@@ -503,7 +504,7 @@ sys.exit(1)' "$RURL"
     stop_unit tiny-1
     start_unit tiny-2 "$UNIT" tiny $(ready_argv 30001 tiny tiny)
     # 7 the gate against tiny's record (same release, same card), then promotion and registration
-    module perf-gate perf_probe "{\"port\": 30001, \"env_file\": \"$CONF/tiny.env\", \"release\": \"$RELEASE\", \"gpus\": [\"$UUID0\"], \"baseline\": \"$META/perf-tiny.json\", \"record\": \"$META/perf-tiny.next.json\"}"
+    module perf-gate perf_probe "{\"port\": 30001, \"unit\": \"sglang-dflash@tiny.service\", \"user\": \"sglang\", \"env_file\": \"$CONF/tiny.env\", \"release\": \"$RELEASE\", \"gpus\": [\"$UUID0\"], \"baseline\": \"$META/perf-tiny.json\", \"record\": \"$META/perf-tiny.next.json\"}"
     GATE=$?
     if [ "$GATE" = 0 ]; then
       mv "$META/perf-tiny.next.json" "$META/perf-tiny.json"

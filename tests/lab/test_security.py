@@ -210,14 +210,16 @@ def test_a_loosened_layout_is_put_back_and_reported(deployed):
 
 
 PLANTED_BIN = "/var/tmp/dflash-planted-ran"
+WRAPPER = (r"printf '#!/bin/sh\necho \"\$(id -u) \$0 \$*\" >> %s\nexec /usr/bin/$cmd \"\$@\"\n'"
+           r" > /usr/local/sbin/$cmd; chmod 755 /usr/local/sbin/$cmd") % PLANTED_BIN
 PLANT = f"""
 chown sglang /usr/local/sbin
 for cmd in systemctl nvidia-smi python3 uv; do
-  runuser -u sglang -- sh -c "printf '#!/bin/sh\\necho \\"\\$(id -u) \\$0 \\$*\\" >> {PLANTED_BIN}\\nexec /usr/bin/$cmd \\"\\$@\\"\\n' > /usr/local/sbin/$cmd; chmod 755 /usr/local/sbin/$cmd"
+  runuser -u sglang -- sh -c "{WRAPPER}"
 done
 """
-UNPLANT = f"rm -f /usr/local/sbin/systemctl /usr/local/sbin/nvidia-smi /usr/local/sbin/python3 /usr/local/sbin/uv; " \
-          f"chown root:root /usr/local/sbin; chmod 0755 /usr/local/sbin"
+UNPLANT = "rm -f /usr/local/sbin/systemctl /usr/local/sbin/nvidia-smi /usr/local/sbin/python3 /usr/local/sbin/uv; " \
+          "chown root:root /usr/local/sbin; chmod 0755 /usr/local/sbin"
 
 
 def test_a_path_directory_the_service_user_owns_stops_every_entry_point_before_it_runs_anything(deployed):

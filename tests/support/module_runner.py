@@ -11,11 +11,6 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 COLLECTIONS = REPO / ".collections"
-SYSTEM_DIRS_VAR = "DFLASH_TEST_SYSTEM_DIRS"
-BOOTSTRAP = """import os, runpy
-from ansible_collections.dflash.deploy.plugins.module_utils.host import programs
-programs.SYSTEM_DIRS = tuple(os.environ[%r].split(":")) + programs.SYSTEM_DIRS
-runpy.run_module(%%r, run_name="__main__", alter_sys=True)""" % SYSTEM_DIRS_VAR
 
 
 def run_module(name: str, args: dict, check: bool = False, diff: bool = False,
@@ -25,13 +20,7 @@ def run_module(name: str, args: dict, check: bool = False, diff: bool = False,
     payload = {"ANSIBLE_MODULE_ARGS": dict(args, _ansible_check_mode=check, _ansible_diff=diff)}
     env = dict(os.environ)
     env["PYTHONPATH"] = str(COLLECTIONS) + os.pathsep + env.get("PYTHONPATH", "")
-    module = "ansible_collections.dflash.deploy.plugins.modules." + name
-    argv = [sys.executable, "-m", module]
-    if env.get(SYSTEM_DIRS_VAR):
-        # The modules find their programs in the system's directories, never on PATH (host/programs.py);
-        # a test that puts stand-ins in a directory of its own names it here, for this process alone.
-        argv = [sys.executable, "-c", BOOTSTRAP % module]
-    proc = subprocess.run(argv,
+    proc = subprocess.run([sys.executable, "-m", "ansible_collections.dflash.deploy.plugins.modules." + name],
                           input=json.dumps(payload), capture_output=True, text=True, env=env, timeout=timeout,
                           check=False)
     lines = proc.stdout.strip().splitlines()

@@ -38,6 +38,18 @@ def layout(tmp_path_factory):
     return root
 
 
+def unit_systemctl(root: Path) -> Path:
+    """A systemctl whose units' control group is this process's: the stand-in, in this process, is then the
+    unit's listener, as the real server is in its unit's (perf_probe checks who holds the port)."""
+    own = [line.split(":", 2)[2] for line in Path("/proc/self/cgroup").read_text().splitlines()
+           if line.split(":")[1] in ("", "name=systemd")][0]
+    bin_dir = root / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    (bin_dir / "systemctl").write_text("#!/bin/sh\necho '%s'\n" % own)
+    (bin_dir / "systemctl").chmod(0o755)
+    return bin_dir
+
+
 def gate(root: Path, release: str, before: str, port: int, instances=None) -> dict:
     """Run perf_gate.yml (and perf_promote.yml when it promotes) for the instances restarted onto `release`,
     whose `current` named `before` ('' for none); the gate's decision (_sglang_service_perf)."""
@@ -62,6 +74,7 @@ def gate(root: Path, release: str, before: str, port: int, instances=None) -> di
                ANSIBLE_STDOUT_CALLBACK="ansible.posix.json", ANSIBLE_DEPRECATION_WARNINGS="false",
                ANSIBLE_LOCALHOST_WARNING="false", ANSIBLE_INVENTORY_UNPARSED_WARNING="false")
     env.pop("ANSIBLE_COLLECTIONS_PATH", None)
+    env["PATH"] = "%s:%s" % (unit_systemctl(root), env["PATH"])
     proc = subprocess.run([str(REPO / ".venv" / "bin" / "ansible-playbook"), "-i", "localhost,", "-c", "local",
                            "-e", f"ansible_python_interpreter={sys.executable}", str(root / "play.yml")],
                           cwd=root, env=env, capture_output=True, text=True, timeout=300, check=False)

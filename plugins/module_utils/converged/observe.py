@@ -18,7 +18,7 @@ import stat
 
 from ansible_collections.dflash.deploy.plugins.module_utils import fingerprint as FP
 from ansible_collections.dflash.deploy.plugins.module_utils.fileio import open_regular
-from ansible_collections.dflash.deploy.plugins.module_utils.host import readiness
+from ansible_collections.dflash.deploy.plugins.module_utils.host import listener, readiness
 from ansible_collections.dflash.deploy.plugins.module_utils.host.lock import TOKEN_PREFIX
 from ansible_collections.dflash.deploy.plugins.module_utils.host.programs import find_program
 from ansible_collections.dflash.deploy.plugins.module_utils.host.runner import run_with_timeout
@@ -137,13 +137,23 @@ def lock_tokens(prefix=TOKEN_PREFIX):
     return sorted(glob.glob(glob.escape(prefix) + "*"))
 
 
-def health(base, model, env_file, timeout=TIMEOUT, probe=readiness.get):
+def health(base, model, env_file, timeout=TIMEOUT, probe=readiness.get, unit=None, user=None):
     """None when ``base`` answers /health_generate with 200 and /v1/models names ``model``, else why
     not (one probe each, no waiting, each within ``timeout`` seconds in all). The API key is read from the
-    env file on the host; a base that is not http(s) is refused (round 3, m3)."""
+    env file on the host; a base that is not http(s) is refused (round 3, m3). Each probe goes out only when
+    ``unit``'s processes (or ``user``'s) hold the port (listener.guard): a port held by anyone else is the
+    answer, and gets neither the request nor the key."""
     if readiness.base_error(base):
         return readiness.base_error(base)
     key = readiness.api_key(env_file)
+    try:
+        probe = listener.guard(probe, base, unit, user)
+        return _health(base, model, key, timeout, probe)
+    except (listener.ForeignListener, ValueError) as exc:
+        return str(exc)
+
+
+def _health(base, model, key, timeout, probe):
     status, body = probe(base.rstrip("/") + "/health_generate", key, timeout)
     if status != 200:
         return readiness.health_reason(status, body)

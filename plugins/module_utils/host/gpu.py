@@ -90,8 +90,8 @@ def nvidia_smi_facts(nvidia_smi, timeout=15, env=None):
     Each GPU's ``minor`` (its /dev/nvidia<minor>) comes from ``nvidia-smi -q``; None when unknown."""
     out = {"gpus": [], "driver_version": None, "errors": [], "reason": None}
     if not nvidia_smi:
-        out["reason"] = ("nvidia-smi not found in /usr/sbin, /usr/bin, /sbin or /bin as a file only root can change "
-                         "(no NVIDIA driver installed?)")
+        out["reason"] = ("nvidia-smi not found on PATH or in /usr/sbin, /usr/bin, /sbin, /bin, where only root can "
+                         "change it (no NVIDIA driver installed?)")
         return out
     rc, stdout, stderr, timed_out = run_with_timeout(
         [nvidia_smi, "--query-gpu=" + GPU_QUERY, "--format=csv,noheader,nounits"], timeout, env)

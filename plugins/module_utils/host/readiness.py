@@ -26,8 +26,8 @@ import time
 from dataclasses import dataclass, field
 
 from ansible_collections.dflash.deploy.plugins.module_utils.fileio import read_regular
-from ansible_collections.dflash.deploy.plugins.module_utils.host.programs import find_program
 from ansible_collections.dflash.deploy.plugins.module_utils.host.bounded_http import HttpError, fetch, scheme_error
+from ansible_collections.dflash.deploy.plugins.module_utils.host.programs import find_program
 from ansible_collections.dflash.deploy.plugins.module_utils.host.runner import run_with_timeout
 
 FIRST_WAIT = 0.5

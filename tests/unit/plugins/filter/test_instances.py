@@ -354,3 +354,18 @@ def test_a_leftover_of_an_instance_no_longer_listed_is_still_taken_down():
     described = (left["name"], left["surge_of"], left["port"], left["served_model_name"])
     assert described == ("gone.surge", "gone", 30007, "m")
     assert mod.surge_leftovers([], [inst("q1", [1], 30001)]) == []
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "127.0.0.1", "::0"])
+def test_a_host_that_takes_loopback_connections_is_accepted(host):
+    assert mod.instance_errors([inst("a", [1], 30001, host=host)]) == []
+
+
+@pytest.mark.parametrize("host", ["10.89.64.201", "::1", "127.0.0.2", "gpu-host.internal", "localhost"])
+def test_a_host_the_probes_cannot_reach_on_loopback_is_refused(host):
+    """Round 3, N7: the probes go to 127.0.0.1; an instance bound elsewhere leaves that port to any local
+    user (who then got the key) and never answers there."""
+    assert mod.instance_errors([inst("a", [1], 30001, host=host)]) == [
+        f"instance a: host {host} does not take connections to 127.0.0.1, where the deploy probes the instance "
+        "(readiness, the performance gate, the fast path): give 0.0.0.0 (every address; keep the port behind a "
+        "firewall), :: or 127.0.0.1"]

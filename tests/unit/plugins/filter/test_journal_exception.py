@@ -108,3 +108,52 @@ def test_one_text_is_read_as_its_lines():
 
 def test_the_filter_is_registered():
     assert mod.FilterModule().filters()["journal_exception"] is mod.journal_exception
+
+
+# -- a port someone else holds (round 3, N7) and the key in the journal (M4) ---------------------------
+
+SERVER_ARGS = (
+    "[2026-12-07 10:14:02] server_args=ServerArgs(model_path='/var/lib/dflash/models/Qwen3-8B', "
+    "tokenizer_path='/var/lib/dflash/models/Qwen3-8B', tokenizer_mode='auto', skip_tokenizer_init=False, "
+    "load_format='auto', trust_remote_code=False, dtype='auto', host='0.0.0.0', port=30001, "
+    "api_key='RT3-KEY-VVV-5e1d', admin_api_key=None, served_model_name='qwen3-8b-dflash', "
+    "speculative_algorithm='DFLASH', speculative_draft_model_path='/var/lib/dflash/models/dflash-draft', "
+    "attention_backend='fa3', mem_fraction_static=0.85)")
+BIND_FAILED = [
+    SERVER_ARGS,
+    "[2026-12-07 10:16:40] INFO:     Started server process [4811]",
+    "[2026-12-07 10:16:40] ERROR:    [Errno 98] error while attempting to bind on address ('0.0.0.0', 30001): "
+    "address already in use",
+    "[2026-12-07 10:16:41] Received sigquit from a child process. It usually means the child failed.",
+    "RuntimeError: the tokenizer manager exited (api_key='RT3-KEY-VVV-5e1d')",
+]
+
+
+@pytest.mark.parametrize(("line", "expected"), [
+    ("ERROR:    [Errno 98] error while attempting to bind on address ('0.0.0.0', 30001): address already in use",
+     "port 30001 is already in use (held by another process): [Errno 98] error while attempting to bind on "
+     "address ('0.0.0.0', 30001): address already in use"),
+    ("[2026-12-07 10:16:40 TP0] OSError: [Errno 98] Address already in use",
+     "its port is already in use (held by another process): OSError: [Errno 98] Address already in use"),
+    ("[2026-12-07 10:16:40] the port 30002 is not free: address already in use",
+     "port 30002 is already in use (held by another process): the port 30002 is not free: address already in use"),
+    ("OSError: [Errno 30] Read-only file system: '/var/cache/dflash/qwen3-8b/triton'", ""),
+    ("[2026-12-07 10:16:40] Uvicorn running on http://0.0.0.0:30001", ""),
+])
+def test_errno_98_is_recognised(line, expected):
+    assert mod.address_in_use(line) == expected
+
+
+def test_a_port_taken_during_the_restart_is_named_over_the_teardown_and_redacted():
+    """The bind failure is why the server died, not the teardown after it; the key in the journal
+    (the server's arguments, and here an exception line carrying it) never reaches the answer."""
+    assert mod.journal_exception(BIND_FAILED) == (
+        "port 30001 is already in use (held by another process): [Errno 98] error while attempting to bind on "
+        "address ('0.0.0.0', 30001): address already in use")
+    last = mod.journal_exception(BIND_FAILED[:2] + BIND_FAILED[3:])
+    assert last == "RuntimeError: the tokenizer manager exited (api_key='***')"
+    assert "RT3-KEY" not in last
+
+
+def test_the_redact_filter_is_registered():
+    assert mod.FilterModule().filters()["redact_secrets"](SERVER_ARGS).count("api_key='***'") == 1

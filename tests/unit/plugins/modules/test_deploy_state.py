@@ -1,7 +1,6 @@
 """deploy_state as Ansible runs it on a host: a record of what a deploy left, then a check that says
 converged only while every recorded thing is as it was, and names what is not. systemctl and
-nvidia-smi are small scripts (in a directory module_runner.py adds to the system directories the modules
-search; never PATH) that print what the real ones print."""
+nvidia-smi are small scripts on PATH that print what the real ones print."""
 from __future__ import annotations
 
 import json
@@ -33,14 +32,18 @@ def host(tmp_path, monkeypatch):
     state.write_text("active running")
     smi = tmp_path / "smi"
     smi.write_text(SMI_ROWS)
-    _script(bin_dir / "systemctl", f"""set -- $(cat {state})
+    # the unit's control group is this process's: the test's server, in this process, is the unit's listener
+    own = [line.split(":", 2)[2] for line in Path("/proc/self/cgroup").read_text().splitlines()
+           if line.split(":")[1] in ("", "name=systemd")][0]
+    _script(bin_dir / "systemctl", f"""case "$*" in *ControlGroup*) echo '{own}'; exit 0;; esac
+set -- $(cat {state})
 printf 'Id=sglang-dflash@a.service\\nLoadState=loaded\\n'
 printf 'ActiveState=%s\\nSubState=%s\\nUnitFileState=enabled\\n' "$1" "$2"
 printf 'FragmentPath=/etc/systemd/system/sglang-dflash@.service\\nDropInPaths=\\nNeedDaemonReload=no\\n'
 """)
     _script(bin_dir / "nvidia-smi", f"cat {smi}\n")
-    # the modules look programs up in the system's directories (programs.py), never on PATH
-    monkeypatch.setenv("DFLASH_TEST_SYSTEM_DIRS", str(bin_dir))  # module_runner.py
+    # root's own directory (programs.py takes programs only from directories root alone can change)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
     release = tmp_path / "releases" / "r1"
     (release / "lib").mkdir(parents=True)
     (release / "lib" / "mod.py").write_text("x = 1\n")

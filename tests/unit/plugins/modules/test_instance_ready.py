@@ -7,6 +7,8 @@ from __future__ import annotations
 import contextlib
 import http.server
 import json
+import os
+import pwd
 import subprocess
 import sys
 import threading
@@ -15,6 +17,7 @@ from pathlib import Path
 from conftest import COLLECTIONS, REPO
 
 MODULE = REPO / "plugins" / "modules" / "instance_ready.py"
+ME = pwd.getpwuid(os.getuid()).pw_name  # the fake server runs in this process, outside any unit
 FIELDS = {"ready", "health", "models", "restarts", "reason", "seconds"}
 
 
@@ -46,7 +49,7 @@ def fake_sglang(model: str, key: str = ""):
 
 def ready(tmp_path: Path, args: dict, env: dict | None = None) -> subprocess.CompletedProcess:
     argfile = tmp_path / "args.json"
-    argfile.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
+    argfile.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": {"user": ME, **args}}))
     return subprocess.run([sys.executable, str(MODULE), str(argfile)], capture_output=True, text=True,
                           env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(COLLECTIONS), **(env or {})},
                           timeout=30, check=False)

@@ -141,7 +141,7 @@ def test_gpus_without_a_compute_capability_are_skipped_not_the_rest(tmp_path, ca
 
 
 @pytest.mark.parametrize("rows,why", [
-    (None, "nvidia-smi not found in /usr/sbin, /usr/bin, /sbin or /bin as a file only root can change "
+    (None, "nvidia-smi not found on PATH or in /usr/sbin, /usr/bin, /sbin, /bin, where only root can change it "
            "(no NVIDIA driver installed?)"),
     ([_smi_row(0, "[N/A]")], "nvidia-smi listed no compute capability"),
 ], ids=["no-nvidia-smi", "no-compute-capability"])

@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 
 import pytest
 from module_runner import run_module
 from perf_server import sglang_stream
 
-PROBE_OPTS = {"prompts": ["a", "b", "c"], "max_tokens": 4, "warmup": 1, "timeout": 10}
+# the stand-in runs in this process, outside any unit: its user is the one that may hold the port
+PROBE_OPTS = {"prompts": ["a", "b", "c"], "max_tokens": 4, "warmup": 1, "timeout": 10,
+              "user": pwd.getpwuid(os.getuid()).pw_name}
 
 
 def port_of(base):
@@ -143,5 +146,8 @@ def test_what_the_module_refuses_is_named(tmp_path):
         rc, res = probe(base, max_tokens=1)
         assert rc == 1 and res["msg"] == "perf_probe: max_tokens must be at least 2 (one token after the first, " \
                                          "for the inter-token latency)"
-    rc, res = probe(base)
-    assert rc == 1 and res["msg"].startswith(f"the performance probe could not measure {base}: POST {base}/generate")
+    rc, res = probe(base)  # nothing listens there now: nothing is sent
+    assert rc == 1 and res["msg"] == f"the performance probe could not measure {base}: nothing listens on {base[7:]}"
+    unowned = {k: v for k, v in PROBE_OPTS.items() if k != "user"}
+    rc, res = run_module("perf_probe", dict(unowned, port=port_of(base)))
+    assert rc == 1 and "one of the following is required: unit, user" in res["msg"]
