@@ -57,9 +57,10 @@ options:
     default: 60
   key_file:
     description:
-      - The router's env file on the host, read there for C(SGLANG_ROUTER_CONTROL_PLANE_API_KEY), sent as
-        C(Authorization: Bearer) on every worker API call (a router started with C(--control-plane-api-keys), as
-        the managed router of C(dflash.deploy.sglang_router) is, answers 401 without it). The key is never a module
+      - The router's env file on the host, read there for C(SGLANG_ROUTER_CONTROL_PLANE_API_KEY), sent as a bearer
+        token (the C(Authorization) header) on every worker API call (a router started with
+        C(--control-plane-api-keys), as the managed router of C(dflash.deploy.sglang_router) is, answers 401
+        without it). The key is never a module
         option, never on a command line, never in the result.
       - Without it, or when no such file exists (a router deployed before it had a key), no key is sent.
     type: path
