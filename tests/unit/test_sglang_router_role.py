@@ -148,3 +148,27 @@ def test_the_deploy_runs_the_role_only_when_enabled_and_after_the_service():
                                    "check.yml", "surge.yml"])
 def test_no_jinja_loop_in_the_task_files(phase):
     assert "{%" not in (ROLE / "tasks" / phase).read_text()
+
+
+def test_the_key_is_made_once_unlogged_root_s_and_reads_back_as_one_variable(tmp_path):
+    """The control-plane key task (round 3, N5): made only when the file is absent (force: false), never logged,
+    0640 root:<group>, and its content read back as systemd and the modules read it: exactly the key."""
+    import importlib.util
+    import secrets
+
+    (task,) = [t for t in yaml.safe_load((ROLE / "tasks" / "service.yml").read_text())
+               if t.get("name") == "Make each router's control-plane key, once"]
+    copy = task["ansible.builtin.copy"]
+    assert task["no_log"] is True and copy["force"] is False and copy["mode"] == "0640"
+    assert copy["owner"] == "root" and copy["group"] == "{{ sglang_router_group }}"
+    assert copy["dest"] == "{{ sglang_router_config_dir }}/router/{{ _sglang_router_model.unit }}.env"
+    key = "".join(secrets.choice("abcXYZ0189") for _ in range(43))
+    env = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True)  # as Ansible renders
+    content = env.from_string(copy["content"]).render(lookup=lambda *a, **k: key)
+    assert content == "SGLANG_ROUTER_CONTROL_PLANE_API_KEY=%s\n" % key
+    spec = importlib.util.spec_from_file_location("dflash_router_client", REPO / "plugins" / "module_utils" /
+                                                  "router" / "client.py")
+    client = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(client)
+    (tmp_path / "m.env").write_text(content)
+    assert client.control_plane_key(str(tmp_path / "m.env")) == key
