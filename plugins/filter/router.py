@@ -32,6 +32,14 @@ Drain before a restart (roles/sglang_router/tasks/drain.yml, rejoin.yml):
     {{ drains | dflash.deploy.router_drain_lines(rejoins) }}
       ->  one line per drain and per registration again, for the deploy summary
 
+The role's own values in the router's unit, checked before any change (tasks/plan.yml), one line each naming
+the variable, never its value:
+
+    {{ settings | dflash.deploy.router_setting_errors }}
+      ->  []  or one line per variable the unit cannot carry
+    {{ plan | dflash.deploy.router_key_files(sglang_router_mode, sglang_router_config_dir) }}
+      ->  {router_url: <config_dir>/router/<unit>.env}  (a managed router's control-plane key; external: {})
+
 managed: the collection runs the router on the host, `http://127.0.0.1:<port>` of
 sglang_router_models[model]; external: the operator's router, sglang_router_models[model].url or
 else sglang_router_url. Workers: `http://<worker_host>:<instance port>`, sorted, once each.
@@ -40,9 +48,109 @@ from __future__ import annotations
 
 import re
 
+from ansible_collections.dflash.deploy.plugins.filter.instances import SAFE_ACCOUNT, SAFE_PATH, as_int
+
 MODES = ("managed", "external")
 POLICIES = ("cache_aware", "random", "round_robin", "power_of_two", "manual")
 _UNIT_SAFE = re.compile(r"[A-Za-z0-9:_.-]")
+
+
+# The router's unit (templates/sglang-router.service.j2) carries these role variables in ExecStart=,
+# User=/Group=, EnvironmentFile=, RestartSec=, and its workers file (an EnvironmentFile=) the worker host.
+# systemd starts a new setting at a newline, expands `%` specifiers in every setting and `$VAR` in ExecStart=.
+ROUTER_HOSTS = ("sglang_router_host", "sglang_router_prometheus_host", "sglang_router_worker_host")
+ROUTER_PATHS = ("sglang_router_base_dir", "sglang_router_config_dir", "sglang_router_venv")
+ROUTER_ACCOUNTS = ("sglang_router_user", "sglang_router_group")
+ROUTER_INTS = ("sglang_router_health_check_interval_secs", "sglang_router_health_failure_threshold",
+               "sglang_router_health_success_threshold", "sglang_router_health_check_timeout_secs",
+               "sglang_router_restart_sec")
+_HOST = re.compile(r"[A-Za-z0-9_.:\[\]-]+")
+_ENDPOINT = re.compile(r"/[A-Za-z0-9._~/-]*")
+# launch_router flags the role gives itself: the control-plane key (kept off the command line by the launcher)
+# and the other authentication of the worker API. argparse takes an abbreviation too, hence the prefixes.
+_ROLE_FLAGS = ("--control-plane", "--jwt")
+# What systemd's ExecStart= reads otherwise than a shell would (the items are shell-quoted): quotes, backslash.
+_EXTRA_REFUSED = {"'": "a single quote", '"': "a double quote", "\\": "a backslash", "`": "a backquote"}
+KEY_VAR = "SGLANG_ROUTER_CONTROL_PLANE_API_KEY"
+
+
+def _char_problem(text: str) -> str | None:
+    """Why ``text`` cannot stand in a unit line as it is (said without the text), or None."""
+    for char, what in (("\n", "a newline"), ("\r", "a carriage return")):
+        if char in text:
+            return f"holds {what}: a unit value must be one line (it would start a unit line of its own)"
+    if any(ord(c) < 32 or ord(c) == 127 for c in text):
+        return "holds a control character: a unit value must be printable text"
+    if "%" in text:
+        return "holds '%', which systemd would expand as a specifier in the unit"
+    if "$" in text:
+        return "holds '$', which systemd would expand as a variable in ExecStart="
+    return None
+
+
+def _extra_arg_errors(args) -> list:
+    if args in (None, ""):
+        return []
+    if not isinstance(args, (list, tuple)):
+        return [f"sglang_router_extra_args is a {type(args).__name__}: give a list of words"]
+    errors = []
+    for i, arg in enumerate(args):
+        where = f"sglang_router_extra_args item {i + 1}"
+        if isinstance(arg, (dict, list, tuple, set)) or arg is None:
+            errors.append(f"{where} is not a string: give each argument as one string")
+            continue
+        text = str(arg)
+        problem = _char_problem(text) or next(
+            (f"holds {what}, which systemd's ExecStart= reads otherwise than the shell quoting the role writes"
+             for char, what in _EXTRA_REFUSED.items() if char in text), None)
+        if problem:
+            errors.append(f"{where} {problem}")
+        elif not text:
+            errors.append(f"{where} is empty")
+        elif text.startswith(_ROLE_FLAGS):
+            errors.append(f"{where} is a control-plane authentication flag, which the role sets itself (the router's "
+                          f"key, {KEY_VAR} in its env file, off the command line): remove it")
+    return errors
+
+
+def router_setting_errors(settings) -> list:
+    """One line per role variable (name: value) that the router's unit cannot carry: a newline, CR or other
+    control character, a `%` or `$` (systemd would expand them) in any of them; a host that is not an address or
+    host name, a path that is not absolute plain characters, an account that is not a name, a count that is not a
+    whole number, a health-check endpoint that is not a plain path; an extra argument holding a quote or a
+    backslash, or one of the control-plane authentication flags the role sets. No value is repeated."""
+    errors = []
+    for name, value in (settings or {}).items():
+        if name == "sglang_router_extra_args":
+            errors += _extra_arg_errors(value)
+            continue
+        if isinstance(value, (dict, list, tuple, set)):
+            errors.append(f"{name} is a {type(value).__name__}: give one value")
+            continue
+        text = "" if value is None else str(value)
+        problem = _char_problem(text)
+        if problem:
+            errors.append(f"{name} {problem}")
+        elif name in ROUTER_HOSTS and not _HOST.fullmatch(text):
+            errors.append(f"{name}: give an IP address or a host name (letters, digits, '.', ':', '-', '_')")
+        elif name in ROUTER_PATHS and (not SAFE_PATH.fullmatch(text) or "/../" in text + "/"):
+            errors.append(f"{name}: give an absolute path of letters, digits and . _ + - / only (the unit names it)")
+        elif name in ROUTER_ACCOUNTS and not SAFE_ACCOUNT.fullmatch(text):
+            errors.append(f"{name}: give a user or group name of letters, digits, '_', '.' and '-'")
+        elif name in ROUTER_INTS and (as_int(value) is None or as_int(value) < 0):
+            errors.append(f"{name}: give a whole number of 0 or more")
+        elif name == "sglang_router_health_check_endpoint" and not _ENDPOINT.fullmatch(text):
+            errors.append(f"{name}: give a path such as /health (letters, digits and . _ ~ - /)")
+    return errors
+
+
+def router_key_files(plan: list, mode: str = "managed", config_dir: str = "/etc/dflash") -> dict:
+    """{router url: its control-plane key's env file on the host}: a managed router's
+    ``<config_dir>/router/<unit>.env`` (``SGLANG_ROUTER_CONTROL_PLANE_API_KEY``); an external router's key is not
+    the role's (none)."""
+    if mode != "managed":
+        return {}
+    return {item["url"]: f"{config_dir}/router/{item['unit']}.env" for item in plan or []}
 
 
 def unit_instance(name: str) -> str:
@@ -328,6 +436,8 @@ class FilterModule:
     def filters(self):
         return {
             "router_errors": router_errors,
+            "router_setting_errors": router_setting_errors,
+            "router_key_files": router_key_files,
             "router_plan": router_plan,
             "router_host_ports": router_host_ports,
             "router_workers_by_url": router_workers_by_url,

@@ -55,11 +55,20 @@ options:
         10 s of it.
     type: float
     default: 60
+  key_file:
+    description:
+      - The router's env file on the host, read there for C(SGLANG_ROUTER_CONTROL_PLANE_API_KEY), sent as a bearer
+        token (the C(Authorization) header) on every worker API call (a router started with
+        C(--control-plane-api-keys), as the managed router of C(dflash.deploy.sglang_router) is, answers 401
+        without it). The key is never a module
+        option, never on a command line, never in the result.
+      - Without it, or when no such file exists (a router deployed before it had a key), no key is sent.
+    type: path
 notes:
   - Supports check mode (it only reads C(GET /workers) and reports the change it would make) and diff mode (the
     worker URLs before and after, one a line).
   - Requests go straight to O(url), never through a proxy named by the environment.
-  - The router's control-plane API keys (C(--control-plane-api-keys)) are not supported yet.
+  - Redirects are not followed (they would carry the key elsewhere).
 seealso:
   - module: dflash.deploy.instance_ready
 """
@@ -77,6 +86,12 @@ EXAMPLES = r"""
   dflash.deploy.router_workers:
     url: http://127.0.0.1:30000
     workers: [http://192.0.2.10:30001]
+
+- name: The managed router's workers, its control-plane key read on the host
+  dflash.deploy.router_workers:
+    url: http://127.0.0.1:30100
+    workers: [http://127.0.0.1:30001]
+    key_file: /etc/dflash/router/qwen3-8b-dflash.env
 
 - name: Take a worker out before its restart
   dflash.deploy.router_workers:
@@ -164,6 +179,7 @@ def main():
             workers=dict(type="list", elements="str", default=[]),
             state=dict(type="str", choices=["present", "exact", "absent"], default="present"),
             timeout=dict(type="float", default=60),
+            key_file=dict(type="path"),
         ),
         supports_check_mode=True,
     )
@@ -173,7 +189,8 @@ def main():
     if p["timeout"] <= 0:
         module.fail_json(msg="timeout must be more than 0 seconds, not %s" % p["timeout"])
     try:
-        result = S.converge(p["url"], p["workers"], p["state"], p["timeout"], check_mode=module.check_mode)
+        result = S.converge(p["url"], p["workers"], p["state"], p["timeout"], check_mode=module.check_mode,
+                            api=C.api_for(p["key_file"]))
     except ValueError as exc:
         module.fail_json(msg=str(exc))
     except C.RouterError as exc:

@@ -55,6 +55,13 @@ options:
       - The instance's env file, read on the host for C(SGLANG_API_KEY), sent as C(Authorization) to
         C(/v1/loads) (as M(dflash.deploy.instance_ready) reads it). Without it, no key is sent.
     type: path
+  key_file:
+    description:
+      - The router's env file on the host, read there for C(SGLANG_ROUTER_CONTROL_PLANE_API_KEY), sent as
+        a bearer token (the C(Authorization) header) on the router's worker API calls (as
+        M(dflash.deploy.router_workers#module:key_file)).
+        Without it, or when no such file exists, no key is sent to the router.
+    type: path
 notes:
   - Supports check mode (it only reads C(GET /workers) and reports whether it would remove the worker; it does not
     wait).
@@ -71,12 +78,14 @@ EXAMPLES = r"""
     worker: http://127.0.0.1:30001
     timeout: 120
     env_file: /etc/dflash/qwen3-8b.env
+    key_file: /etc/dflash/router/qwen3-8b-dflash.env
   register: drained
 
 - name: Put it back once it is ready again
   dflash.deploy.router_workers:
     url: http://127.0.0.1:30000
     workers: [http://127.0.0.1:30001]
+    key_file: /etc/dflash/router/qwen3-8b-dflash.env
   when: drained.removed
 """
 
@@ -155,6 +164,7 @@ def main():
             interval=dict(type="float", default=1),
             remove_timeout=dict(type="float", default=60),
             env_file=dict(type="path"),
+            key_file=dict(type="path"),
         ),
         supports_check_mode=True,
     )
@@ -166,7 +176,7 @@ def main():
             module.fail_json(msg="%s must be more than 0 seconds, not %s" % (name, p[name]))
     try:
         result = D.drain(p["url"], p["worker"], p["timeout"], p["interval"], remove_timeout=p["remove_timeout"],
-                         key=R.api_key(p["env_file"]), check_mode=module.check_mode)
+                         key=R.api_key(p["env_file"]), check_mode=module.check_mode, api=C.api_for(p["key_file"]))
     except (ValueError, C.RouterError) as exc:
         module.fail_json(msg=str(exc))
     module.exit_json(**result)

@@ -483,7 +483,7 @@ for _ in range(60):
     except Exception:
         time.sleep(1)
 sys.exit(1)' "$RURL"
-  module register-tiny router_workers "{\"url\": \"$RURL\", \"workers\": [\"http://127.0.0.1:30001\"], \"state\": \"exact\", \"timeout\": 120}"
+  module register-tiny router_workers "{\"url\": \"$RURL\", \"workers\": [\"http://127.0.0.1:30001\"], \"state\": \"exact\", \"timeout\": 120, \"key_file\": \"$CONF/router/tiny.env\"}"
   # 3 the load, through the router, for the whole upgrade
   rm -f "$STOP"
   python3 "$REPO/extensions/molecule/router/files/load_client.py" --url "$RURL" --out "$LOADOUT" --stop-file "$STOP" \
@@ -498,9 +498,9 @@ sys.exit(1)' "$RURL"
   # 5 surge_up: the surge worker (its JIT cache seeded from tiny's), ready, registered beside tiny
   mkdir -p "$CACHE/tiny-surge" && cp -a "$CACHE/tiny/." "$CACHE/tiny-surge/"
   if start_unit surge "$UNIT" tiny-surge $(ready_argv "$SURGE_PORT" tiny tiny-surge); then
-    module register-surge router_workers "{\"url\": \"$RURL\", \"workers\": [\"http://127.0.0.1:$SURGE_PORT\"], \"state\": \"present\", \"timeout\": 120}"
+    module register-surge router_workers "{\"url\": \"$RURL\", \"workers\": [\"http://127.0.0.1:$SURGE_PORT\"], \"state\": \"present\", \"timeout\": 120, \"key_file\": \"$CONF/router/tiny.env\"}"
     # 6 the wave: tiny drained out of the router, stopped, started on the new configuration
-    module drain-tiny worker_drain "{\"url\": \"$RURL\", \"worker\": \"http://127.0.0.1:30001\", \"timeout\": 120, \"env_file\": \"$CONF/tiny.env\"}"
+    module drain-tiny worker_drain "{\"url\": \"$RURL\", \"worker\": \"http://127.0.0.1:30001\", \"timeout\": 120, \"env_file\": \"$CONF/tiny.env\", \"key_file\": \"$CONF/router/tiny.env\"}"
     stop_unit tiny-1
     start_unit tiny-2 "$UNIT" tiny $(ready_argv 30001 tiny tiny)
     # 7 the gate against tiny's record (same release, same card), then promotion and registration
@@ -515,14 +515,14 @@ sys.exit(1)' "$RURL"
       stop_unit tiny-2
       start_unit tiny-3 "$UNIT" tiny $(ready_argv 30001 tiny tiny)
     fi
-    module rejoin-tiny router_workers "{\"url\": \"$RURL\", \"workers\": [\"http://127.0.0.1:30001\"], \"state\": \"present\", \"timeout\": 120}"
+    module rejoin-tiny router_workers "{\"url\": \"$RURL\", \"workers\": [\"http://127.0.0.1:30001\"], \"state\": \"present\", \"timeout\": 120, \"key_file\": \"$CONF/router/tiny.env\"}"
     # 8 surge_down: the surge worker drained out and stopped
-    module drain-surge worker_drain "{\"url\": \"$RURL\", \"worker\": \"http://127.0.0.1:$SURGE_PORT\", \"timeout\": 120, \"env_file\": \"$CONF/tiny-surge.env\"}"
+    module drain-surge worker_drain "{\"url\": \"$RURL\", \"worker\": \"http://127.0.0.1:$SURGE_PORT\", \"timeout\": 120, \"env_file\": \"$CONF/tiny-surge.env\", \"key_file\": \"$CONF/router/tiny.env\"}"
     stop_unit surge
   fi
   sleep 5
   touch "$STOP"; wait "$LOADPID"
-  module workers-after router_workers "{\"url\": \"$RURL\", \"workers\": [\"http://127.0.0.1:30001\"], \"state\": \"exact\", \"timeout\": 30}"
+  module workers-after router_workers "{\"url\": \"$RURL\", \"workers\": [\"http://127.0.0.1:30001\"], \"state\": \"exact\", \"timeout\": 30, \"key_file\": \"$CONF/router/tiny.env\"}"
   log "surge: load: $(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(json.dumps({k: r[k] for k in ("seconds", "requests", "ok", "cut", "refused", "failed", "refused_by_status", "examples")}))' "$LOADOUT" 2>/dev/null)"
   cp "$LOADOUT" "$OUT/surge-load.json" 2>/dev/null
   for l in tiny-1 surge tiny-2 tiny-3; do

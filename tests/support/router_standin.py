@@ -2,7 +2,9 @@
 sglang-router 0.3.2 answers (docs/architecture.md, "Router"): ``GET /workers`` the registered workers;
 ``POST /workers`` 202 with a new ``worker_id``, the worker registered ``delay`` seconds later in the
 background; ``DELETE /workers/{id}`` 202 (404 ``WORKER_NOT_FOUND`` for an unknown id), the worker gone
-``delay`` seconds later; ``GET /workers/{id}`` the worker or its queued job (``job_status``)."""
+``delay`` seconds later; ``GET /workers/{id}`` the worker or its queued job (``job_status``). With ``key`` set
+(as ``--control-plane-api-keys`` does), every request without ``Authorization: Bearer <key>`` is answered 401
+``Missing or invalid Authorization header`` (text, as the real router answers) and changes nothing."""
 
 from __future__ import annotations
 
@@ -24,7 +26,9 @@ class Router:
         self.jobs = {}  # id -> (url, status, message)
         self.refuse, self.hang, self.unhealthy = set(), set(), set()
         self.status = None
+        self.key = None
         self.requests = []
+        self.refused = []  # (method, path) answered 401 for want of the key
         self.lock = threading.Lock()
 
     def register(self, url):
@@ -96,6 +100,15 @@ def router_standin(delay=0.05):
 
         def routed(self, method):
             state.requests.append((method, self.path))
+            if state.key is not None and self.headers.get("Authorization") != "Bearer " + state.key:
+                state.refused.append((method, self.path))
+                data = b"Missing or invalid Authorization header"
+                self.send_response(401)
+                self.send_header("Content-Type", "text/plain; charset=utf-8")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+                return True
             if state.status is not None:
                 return self.answer(state.status, {"error": "stand-in answers %d" % state.status})
             return None

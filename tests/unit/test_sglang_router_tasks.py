@@ -107,3 +107,28 @@ def test_the_check_before_any_change_refuses_what_main_would_and_hands_preflight
             {"name": "the router of 'qwen3-8b' (metrics port)", "port": 29100,
              "unit": "sglang-router@qwen3-8b.service"}]
         assert router.requests == []
+
+
+def test_a_newline_in_a_router_value_is_refused_before_any_change_naming_the_variable(root, tmp_path):
+    """Round 3, N6: the reproduction's health-check endpoint (a newline, then ExecStartPre=+/bin/sh ...) stops the
+    check entry point (before the lock's first change) and main (before install and any write), in one line naming
+    the variable and not its value; nothing is written under the router's directories."""
+    base, config = tmp_path / "opt", tmp_path / "etc"
+    base.mkdir()
+    config.mkdir()
+    bad = {"sglang_router_enabled": True, "sglang_router_mode": "managed",
+           "sglang_router_models": {"qwen3-8b": {"port": 30100, "prometheus_port": 29100}},
+           "sglang_router_base_dir": str(base), "sglang_router_config_dir": str(config),
+           "sglang_router_health_check_endpoint": '/health\nExecStartPre=+/bin/sh -c "id > /run/rt3-router-inject"',
+           "sglang_router_extra_args": ["--log-level", "50%"]}
+    with router_standin() as (url, router):
+        for entry in ("check", "main"):
+            rc, stats, out = run(root, bad, tasks_from=entry)
+            assert rc != 0 and stats["failures"] == 1, out[-3000:]
+            assert ("the router was not changed: sglang_router_health_check_endpoint holds a newline: a unit value "
+                    "must be one line (it would start a unit line of its own) | sglang_router_extra_args item 2 holds "
+                    "'%', which systemd would expand as a specifier in the unit") in out
+            assert "rt3-router-inject" not in out.split("the router was not changed", 1)[1].split('"', 1)[0]
+            assert stats["changed"] == 0 and router.requests == []
+        assert list(base.iterdir()) == [] and list(config.iterdir()) == []
+        assert not Path("/run/rt3-router-inject").exists()

@@ -239,3 +239,97 @@ def test_surge_records_and_their_line():
     assert mod.router_surge_line(refused) == (
         "router: surge worker solo.surge was not taken out of http://127.0.0.1:30200 (HTTP 500); it was stopped")
     assert not mod.router_surge_record({"item": item}, "present")["ok"]   # no answer: not registered
+
+
+# The role's values in the router's unit (round 3, N6): refused before any change, one line naming the variable.
+UNIT_SETTINGS = {
+    "sglang_router_host": "127.0.0.1", "sglang_router_prometheus_host": "127.0.0.1",
+    "sglang_router_worker_host": "127.0.0.1", "sglang_router_base_dir": "/opt/dflash",
+    "sglang_router_config_dir": "/etc/dflash", "sglang_router_venv": "/opt/dflash/router/0.3.2",
+    "sglang_router_user": "sglang", "sglang_router_group": "sglang",
+    "sglang_router_health_check_interval_secs": 60, "sglang_router_health_failure_threshold": "3",
+    "sglang_router_health_success_threshold": 2, "sglang_router_health_check_timeout_secs": 5,
+    "sglang_router_health_check_endpoint": "/health", "sglang_router_restart_sec": 5,
+    "sglang_router_extra_args": ["--log-level", "debug"],
+}
+INJECTION = '/health\nExecStartPre=+/bin/sh -c "id > /run/rt3-router-inject"'
+
+
+def test_the_defaults_and_values_that_only_look_dangerous_pass():
+    assert mod.router_setting_errors(UNIT_SETTINGS) == []
+    assert mod.router_setting_errors({
+        **UNIT_SETTINGS, "sglang_router_host": "::", "sglang_router_prometheus_host": "router-1.example.org",
+        "sglang_router_worker_host": "[fd00::5]", "sglang_router_health_check_endpoint": "/health_generate",
+        "sglang_router_extra_args": ["--cors-allowed-origins", "https://a.example/x?y=1&z=2;w", "a value with spaces",
+                                     "--request-id-headers=x-request-id", "ExecStartPre=+/bin/true"],
+    }) == []
+
+
+@pytest.mark.parametrize("name", ["sglang_router_health_check_endpoint", "sglang_router_host",
+                                  "sglang_router_prometheus_host", "sglang_router_worker_host",
+                                  "sglang_router_config_dir", "sglang_router_user"])
+def test_a_newline_in_any_unit_value_is_refused_naming_the_variable_not_the_value(name):
+    (error,) = mod.router_setting_errors({**UNIT_SETTINGS, name: INJECTION})
+    assert error.startswith(name + " holds a newline: a unit value must be one line")
+    assert "ExecStartPre" not in error and "\n" not in error
+
+
+@pytest.mark.parametrize("value, what", [
+    ("/health\rX", "holds a carriage return"), ("/health\x00", "holds a control character"),
+    ("/health\tx", "holds a control character"), ("/health%n", "holds '%', which systemd would expand"),
+    ("/health$HOME", "holds '$', which systemd would expand as a variable in ExecStart="),
+])
+def test_cr_control_characters_percent_and_dollar_are_refused(value, what):
+    (error,) = mod.router_setting_errors({**UNIT_SETTINGS, "sglang_router_health_check_endpoint": value})
+    assert error.startswith("sglang_router_health_check_endpoint " + what), error
+    assert value not in error
+
+
+def test_extra_args_items_are_checked_one_by_one_without_showing_them():
+    errors = mod.router_setting_errors({**UNIT_SETTINGS, "sglang_router_extra_args": [
+        "--log-level", "info\nExecStartPre=+/bin/sh", "100%", "$HOME", "it's", "a\\b", "",
+        "--control-plane-api-keys", "k:n:admin:SECRET-1", "--jwt-issuer=x"]})
+    assert errors == [
+        "sglang_router_extra_args item 2 holds a newline: a unit value must be one line (it would start a unit line "
+        "of its own)",
+        "sglang_router_extra_args item 3 holds '%', which systemd would expand as a specifier in the unit",
+        "sglang_router_extra_args item 4 holds '$', which systemd would expand as a variable in ExecStart=",
+        "sglang_router_extra_args item 5 holds a single quote, which systemd's ExecStart= reads otherwise than the "
+        "shell quoting the role writes",
+        "sglang_router_extra_args item 6 holds a backslash, which systemd's ExecStart= reads otherwise than the "
+        "shell quoting the role writes",
+        "sglang_router_extra_args item 7 is empty",
+        "sglang_router_extra_args item 8 is a control-plane authentication flag, which the role sets itself (the "
+        "router's key, SGLANG_ROUTER_CONTROL_PLANE_API_KEY in its env file, off the command line): remove it",
+        "sglang_router_extra_args item 10 is a control-plane authentication flag, which the role sets itself (the "
+        "router's key, SGLANG_ROUTER_CONTROL_PLANE_API_KEY in its env file, off the command line): remove it",
+    ]
+    assert mod.router_setting_errors({**UNIT_SETTINGS, "sglang_router_extra_args": "--log-level debug"}) == [
+        "sglang_router_extra_args is a str: give a list of words"]
+
+
+def test_hosts_paths_accounts_counts_and_the_endpoint_must_be_what_they_name():
+    errors = mod.router_setting_errors({
+        **UNIT_SETTINGS, "sglang_router_host": "0.0.0.0 --foo", "sglang_router_venv": "router/0.3.2",
+        "sglang_router_base_dir": "/opt/../etc", "sglang_router_group": "sg lang",
+        "sglang_router_restart_sec": "5s", "sglang_router_health_failure_threshold": -1,
+        "sglang_router_health_check_endpoint": "health", "sglang_router_prometheus_host": ["127.0.0.1"]})
+    assert errors == [
+        "sglang_router_host: give an IP address or a host name (letters, digits, '.', ':', '-', '_')",
+        "sglang_router_prometheus_host is a list: give one value",
+        "sglang_router_base_dir: give an absolute path of letters, digits and . _ + - / only (the unit names it)",
+        "sglang_router_venv: give an absolute path of letters, digits and . _ + - / only (the unit names it)",
+        "sglang_router_group: give a user or group name of letters, digits, '_', '.' and '-'",
+        "sglang_router_health_failure_threshold: give a whole number of 0 or more",
+        "sglang_router_health_check_endpoint: give a path such as /health (letters, digits and . _ ~ - /)",
+        "sglang_router_restart_sec: give a whole number of 0 or more",
+    ]
+
+
+def test_a_managed_router_s_key_file_is_its_env_file_and_an_external_router_has_none():
+    plan = mod.router_plan(INSTANCES, MODELS)
+    assert mod.router_key_files(plan, "managed", "/etc/dflash") == {
+        "http://127.0.0.1:30010": "/etc/dflash/router/llama.env",
+        "http://127.0.0.1:30000": "/etc/dflash/router/qwen3-8b.env"}
+    external = mod.router_plan(INSTANCES, {}, "external", "http://10.0.0.5:30000")
+    assert mod.router_key_files(external, "external", "/etc/dflash") == {}

@@ -222,3 +222,77 @@ def test_drain_against_the_real_router(stack):
     assert served(logs, first) == before + 1  # round robin reaches it again
     rc, again = run_module("worker_drain", {"url": router, "worker": "http://127.0.0.1:1"})
     assert rc == 0 and not again["registered"] and not again["changed"]
+
+
+LAUNCHER = Path(__file__).resolve().parents[4] / "roles" / "sglang_router" / "files" / "sglang_router_launch.py"
+KEY = "rt3-real-router-K3y-0123456789abcdefghijklmnopq"  # noqa: S105 - a test key
+
+
+def answer(method, url, body=None):
+    """(status, text) of one request without a key; status None when nothing answered."""
+    req = urllib.request.Request(url, data=json.dumps(body).encode() if body is not None else None, method=method,
+                                 headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+    except (urllib.error.URLError, OSError) as exc:
+        return None, str(exc)
+
+
+@pytest.fixture
+def keyed_router(tmp_path):
+    """(router URL, its key file, its pid, its log): the real router started as its unit starts it, through the
+    role's launcher with the key in its environment (from the env file the role writes)."""
+    key_file = tmp_path / "router.env"
+    key_file.write_text("SGLANG_ROUTER_CONTROL_PLANE_API_KEY=%s\n" % KEY)
+    port = free_port()
+    router = "http://127.0.0.1:%d" % port
+    rlog = tmp_path / "router.log"
+    env = dict(os.environ, NO_COLOR="1", SGLANG_ROUTER_CONTROL_PLANE_API_KEY=KEY)
+    with open(rlog, "w") as out:
+        proc = subprocess.Popen([str(ROUTER_PY), "-I", str(LAUNCHER), "--host", "127.0.0.1", "--port", str(port),
+                                 "--prometheus-port", str(free_port()), "--policy", "round_robin"],
+                                stdout=out, stderr=subprocess.STDOUT, env=env)
+    try:
+        wait_for(lambda: answer("GET", router + "/health")[0] == 200, "the router", proc, rlog)
+        yield router, key_file, proc.pid, rlog
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_the_real_router_s_worker_api_needs_its_key_which_the_modules_send(keyed_router, tmp_path):
+    """Round 3, N5: a rogue worker registered without the key is refused (401) and never listed; the modules
+    read the key from the file and are let in; the key is on no command line and in no log."""
+    router, key_file, pid, rlog = keyed_router
+    status, body = answer("POST", router + "/workers", {"url": "http://127.0.0.1:%d" % free_port()})
+    assert status == 401 and "Authorization" in body
+    assert answer("GET", router + "/workers")[0] == 401
+    status, body = answer("DELETE", router + "/workers/2acd9bff-c1d7-424a-ae42-1b79326d4df9")
+    assert status == 401
+    rc, refused = run_module("router_workers", {"url": router, "workers": []})
+    assert rc == 1 and refused["msg"] == ("the router at %s answered 401 to GET /workers: Missing or invalid "
+                                          "Authorization header" % router)
+    rc, result = run_module("router_workers", {"url": router, "workers": [], "state": "exact",
+                                               "key_file": str(key_file)})
+    assert rc == 0 and result["before"] == [] and result["after"] == [] and not result["changed"], result
+    rc, drained = run_module("worker_drain", {"url": router, "worker": "http://127.0.0.1:1", "timeout": 1,
+                                              "key_file": str(key_file)})
+    assert rc == 0 and drained["router_answered"] and not drained["registered"], drained
+    rc, drained = run_module("worker_drain", {"url": router, "worker": "http://127.0.0.1:1", "timeout": 1})
+    assert rc == 1 and "answered 401" in drained["msg"]
+    assert KEY not in json.dumps([refused, result, drained])
+    assert KEY.encode() not in Path("/proc/%d/cmdline" % pid).read_bytes()
+    assert KEY not in rlog.read_text() and "Control plane API key authentication enabled (1 keys)" in rlog.read_text()
+
+
+def test_the_launcher_does_not_start_the_real_router_without_a_key(tmp_path):
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if k != "SGLANG_ROUTER_CONTROL_PLANE_API_KEY"}
+    proc = subprocess.run([str(ROUTER_PY), "-I", str(LAUNCHER), "--host", "127.0.0.1", "--port", str(port)],
+                          capture_output=True, text=True, env=env, timeout=60, check=False)
+    assert proc.returncode == 1
+    assert proc.stderr.strip().startswith("sglang-router-launch: no usable SGLANG_ROUTER_CONTROL_PLANE_API_KEY")
+    assert answer("GET", "http://127.0.0.1:%d/health" % port)[0] is None

@@ -93,3 +93,25 @@ def test_a_dripping_worker_or_router_ends_the_drain_within_its_bound():
                                    f"{dripping_router}/workers answered 200 with 10485760 bytes, more than the " \
                                    "8388608 read here"
         assert time.monotonic() - start < 5
+
+
+def test_the_router_s_control_plane_key_is_read_on_the_host_and_sent_and_without_it_nothing_is_removed(tmp_path):
+    """Round 3, N5: a router with a control-plane key refuses the removal without it (401, the worker stays);
+    with key_file the module sends it as a bearer token, and it appears in no result."""
+    key = "rt3-drain-K3y"  # noqa: S105 - a test key
+    key_file = tmp_path / "router.env"
+    key_file.write_text("SGLANG_ROUTER_CONTROL_PLANE_API_KEY=%s\n" % key)
+    with router_standin() as (url, router), loads_standin() as (worker, instance):
+        router.key = key
+        router.register(worker)
+        instance.running = 0
+        rc, result = run_module("worker_drain", {"url": url, "worker": worker, "interval": 0.1})
+        assert rc == 1 and result["msg"] == (
+            "the router at %s answered 401 to GET /workers: Missing or invalid Authorization header" % url)
+        assert router.urls() == [worker] and instance.requests == []
+        router.refused.clear()
+        rc, result = run_module("worker_drain", {"url": url, "worker": worker, "interval": 0.1,
+                                                 "key_file": str(key_file)})
+        assert rc == 0, result
+        assert result["removed"] and result["drained"] and router.urls() == [] and router.refused == []
+        assert key not in str(result)
