@@ -3,8 +3,9 @@
 The real ``ansible-doc`` of the venv runs at the repository root, so ansible.cfg's collections_path
 (``.collections``, made by ``make setup``) resolves dflash.deploy to this checkout. Each filter that a
 plugins/filter/*.py file's FilterModule.filters() returns must be listed with a description, render as
-JSON with DOCUMENTATION, EXAMPLES and RETURN, and document the function it names: its options are the
-function's parameters (``_input`` first), in order, as ``positional`` says."""
+JSON with DOCUMENTATION, EXAMPLES and RETURN, with nothing on stderr (ansible-test sanity's ansible-doc test
+fails on a warning), and document the function it names: its options are the function's parameters
+(``_input`` first), in order, as ``positional`` says."""
 from __future__ import annotations
 
 import importlib
@@ -37,6 +38,7 @@ def _ansible_doc(*args: str) -> dict:
     proc = subprocess.run([str(VENV_BIN / "ansible-doc"), "-t", "filter", "--json", *args], cwd=REPO, env=env,
                           capture_output=True, text=True, check=False, timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stderr.strip() == "", "ansible-doc warned (ansible-test sanity fails on it): " + proc.stderr[-3000:]
     return json.loads(proc.stdout)
 
 
