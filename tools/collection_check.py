@@ -3,8 +3,8 @@
 
 Builds the tarball with `ansible-galaxy collection build`, refuses lab and
 development files in it (galaxy.yml's build_ignore), installs it offline into
-a clean collections path, and renders every module and role with `ansible-doc`
-from that installed copy, with no checkout configuration in sight (the work
+a clean collections path, and renders every module, role and filter with
+`ansible-doc` from that installed copy, with no checkout configuration in sight (the work
 directory is a fresh temporary one, ANSIBLE_CONFIG points at an empty file).
 The lab tests that install the collection (tests/lab/test_command_forms.py,
 test_readme_operator.py) use `build` and `install` from here.
@@ -12,6 +12,8 @@ test_readme_operator.py) use `build` and `install` from here.
 from __future__ import annotations
 
 import argparse
+import ast
+import json
 import os
 import subprocess
 import sys
@@ -133,6 +135,33 @@ def render_docs(installed: Path, env: dict, work: Path) -> tuple[list[str], list
     return modules, roles
 
 
+def filter_names(installed: Path) -> list[str]:
+    """The names every plugins/filter/*.py file's FilterModule.filters() returns (its dict's string keys)."""
+    names = []
+    for path in sorted((installed / "plugins" / "filter").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef) and node.name == "filters":
+                names += [k.value for sub in ast.walk(node) if isinstance(sub, ast.Dict)
+                          for k in sub.keys if isinstance(k, ast.Constant)]
+    return sorted(names)
+
+
+def render_filters(installed: Path, env: dict, work: Path) -> list[str]:
+    """ansible-doc of every filter from the installed copy: listed with a description, each rendered."""
+    names = filter_names(installed)
+    listed = json.loads(run([VENV_BIN / "ansible-doc", "-t", "filter", "-l", "--json", "dflash.deploy"], env, work))
+    bare = [n for n in names if str(listed.get(f"dflash.deploy.{n}") or "").strip() in ("", "UNDOCUMENTED")]
+    if bare:
+        raise CollectionError(f"ansible-doc -t filter -l lists no description for {bare}")
+    docs = json.loads(run([VENV_BIN / "ansible-doc", "-t", "filter", "--json",
+                           *(f"dflash.deploy.{n}" for n in names)], env, work))
+    bad = [n for n in names if not (docs.get(f"dflash.deploy.{n}") or {}).get("doc")
+           or str(installed) not in str(docs[f"dflash.deploy.{n}"]["doc"].get("filename", ""))]
+    if bad:
+        raise CollectionError(f"ansible-doc -t filter did not render {bad} from {installed}")
+    return names
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--keep", type=Path, help="build and install under this directory and keep it")
@@ -145,12 +174,13 @@ def main() -> int:
             tarball = build(work)
             installed = install(tarball, work / "collections")
             modules, roles = render_docs(installed, env, work)
+            filters = render_filters(installed, env, work)
         except CollectionError as exc:
             sys.exit(f"collection: {exc}")
         size = os.path.getsize(tarball)
         print(f"collection: {tarball.name} ({size // 1024} KiB, {len(members(tarball))} entries) has no lab or dev "
               f"files; installed offline; ansible-doc renders {len(modules)} modules ({', '.join(modules)}) and "
-              f"{len(roles)} roles ({', '.join(roles)}) from the installed copy")
+              f"{len(roles)} roles ({', '.join(roles)}) and {len(filters)} filters from the installed copy")
     return 0
 
 
