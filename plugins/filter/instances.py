@@ -38,6 +38,10 @@ NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
 NAME_MAX = 64
 NEEDED = ("model_path", "served_model_name", "gpus", "port")
 ENV_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+API_KEY = re.compile(r"[\x21-\x7e]+")  # printable ASCII, no space: an HTTP header's value
+# One env file value at most (bytes): the kernel refuses execve() with a string of the environment over
+# MAX_ARG_STRLEN (128 KiB), so a larger value is refused here, before any change (round 3, m2).
+MAX_VALUE_BYTES = 65536
 DIGITS = re.compile(r"[0-9]+")
 # Values of an instance that instance.env.j2 writes, one line each.
 ENV_VALUES = ("model_path", "draft_model_path", "served_model_name", "host", "speculative_algorithm",
@@ -133,10 +137,24 @@ def env_value_error(value) -> str | None:
     if text.endswith("\\"):
         return "ends in a backslash, which joins the next line in an env file: remove it"
     try:
-        text.encode("utf-8")
+        size = len(text.encode("utf-8"))
     except UnicodeEncodeError:
         return "is not valid UTF-8 text (systemd ignores such a line)"
+    if size > MAX_VALUE_BYTES:
+        return (f"is {size} bytes, more than the {MAX_VALUE_BYTES} an env file value may have here (the kernel "
+                f"refuses to start a process with a larger one): keep it in a file and name the file")
     return None
+
+
+def api_key_error(key) -> str | None:
+    """Why a key cannot be the instance's API key, or None. Said without the key: it must be one env file line,
+    and printable ASCII without spaces, since every probe sends it in an HTTP header (round 3, m1: a key
+    outside Latin-1 was written, then stopped readiness)."""
+    problem = env_value_error(key)
+    if problem is None and not API_KEY.fullmatch(str(key)):
+        problem = ("holds a space, a control character or a character outside ASCII: give printable ASCII "
+                   "(it travels in an HTTP header)")
+    return problem
 
 
 def env_errors(environment, where: str) -> list:
@@ -255,7 +273,7 @@ def instance_errors(instances, environment=None, api_keys=None) -> list:
             errors.append(problem)
     errors += env_errors(environment, "sglang_service_environment")
     for name, key in sorted((api_keys or {}).items(), key=lambda kv: str(kv[0])):
-        problem = env_value_error(key) if key is not None else None
+        problem = api_key_error(key) if key not in (None, "") else None
         if problem:
             errors.append(f"instance {_label(name)}: api_key {problem}")
     for inst in instances:

@@ -136,6 +136,9 @@ class _Reader:
             except OSError:
                 self.say(path, "is a dangling symlink (-> %s): remove it or make its target" % _target(path))
                 return None
+            # What is above the target counts as what is above the link (round 3, M7: /opt/dflash -> /data/dflash
+            # with /data another user's).
+            self.ancestors(os.path.realpath(path))
         if not stat.S_ISDIR(st.st_mode):
             self.say(path, "is not a directory: move it away")
             return None
@@ -284,5 +287,11 @@ def read_layout(service_user="", service_group="", root_dirs=(), service_parents
     for path in service_dirs:
         reader.service_dir(os.path.normpath(path))
     for path in staged_dirs:
-        reader.root_dir(os.path.normpath(path))
+        path = os.path.normpath(path)
+        inside = [d for d in service_dirs if path.startswith(os.path.normpath(d) + "/")]
+        if inside:  # round 3, M7: root would write the weights where the service user may swap them
+            reader.say(path, "is inside %s, which the service user owns: root would write the weights where it can "
+                             "replace them; stage the model outside the instance's own directories" % inside[0])
+            continue
+        reader.root_dir(path)
     return LayoutReading(problems=tuple(reader.problems), loose=tuple(reader.loose), unkept=tuple(unkept(keep)))

@@ -153,6 +153,8 @@ NEWLINE = "holds a newline: an env file value must be one line (it would start a
     ("C:\\", "ends in a backslash, which joins the next line in an env file: remove it"),
     ("\ud800", "is not valid UTF-8 text (systemd ignores such a line)"),
     (["a"], "is a list: give a string or a number"),
+    ("x" * 200000, "is 200000 bytes, more than the 65536 an env file value may have here (the kernel refuses to "
+                   "start a process with a larger one): keep it in a file and name the file"),
 ])
 def test_an_environment_value_that_is_not_one_line_is_refused_without_showing_it(bad, why):
     errors = one_line(mod.instance_errors([inst("a", [1], 30001, environment={"X_NOTE": bad})],
@@ -203,6 +205,15 @@ def test_each_templated_instance_value_must_be_one_line(key):
 ])
 def test_extra_args_items_are_single_words_on_one_line(args, error):
     assert mod.instance_errors([inst("a", [1], 30001, extra_args=args)]) == [error]
+
+
+@pytest.mark.parametrize("key", ["k\u2028SGLANG_PORT=1", "clé-é", "two words", "tab\tkey", "\u00a0nbsp"])
+def test_an_api_key_an_http_header_cannot_carry_is_refused_without_showing_it(key):
+    """Round 3's m1: a key outside Latin-1 (U+2028) was written and restarted, then readiness crashed."""
+    errors = mod.instance_errors([inst("a", [1], 30001)], api_keys={"a": key})
+    assert errors == ["instance a: api_key holds a space, a control character or a character outside ASCII: give "
+                      "printable ASCII (it travels in an HTTP header)"]
+    assert mod.instance_errors([inst("a", [1], 30001)], api_keys={"a": "sk-Abc_123.~!$%"}) == []
 
 
 def test_an_api_key_with_a_newline_is_refused_without_showing_it():

@@ -283,3 +283,32 @@ def test_the_directories_above_a_path_are_checked_not_the_path_itself(tmp_path):
     assert read(tmp_path, parents_of=[str(opt / "dflash")])["problems"] == [
         f"host layout: {opt} is writable by others (mode 0777): whoever can write it can replace what is below it; "
         "chmod go-w it"]
+
+
+@as_root
+def test_what_is_above_a_root_made_links_target_counts_as_above_the_link(layout, tmp_path):
+    """Round 3's M7: /opt/dflash -> /data/dflash with /data another user's: that user could swap /data/dflash."""
+    base, state, cache = layout
+    data = tmp_path / "data"
+    (data / "lib").mkdir(parents=True)
+    state.rmdir()
+    state.symlink_to(data / "lib")  # root's link to a bigger disk
+    assert read(tmp_path, **request_for(base, state, cache))["problems"] == []
+    os.chown(data, NOBODY, -1)
+    assert read(tmp_path, **request_for(base, state, cache))["problems"] == [
+        f"host layout: {data} is owned by nobody, not root: whoever owns it can replace what is below it; "
+        "chown root:root it"]
+
+
+@as_root
+def test_a_model_staged_inside_an_instances_own_directory_is_refused(layout, tmp_path):
+    """Round 3's M7: model_path below /var/lib/dflash/<instance> (the service user's) with model_controller_dir:
+    refused before any change, naming the directory, instead of staged where the service user may swap it."""
+    base, state, cache = layout
+    (state / "qwen").mkdir()
+    os.chown(state / "qwen", NOBODY, -1)
+    model = state / "qwen" / "models" / "m"
+    req = dict(request_for(base, state, cache), staged_dirs=[str(model)])
+    assert read(tmp_path, **req)["problems"] == [
+        f"host layout: {model} is inside {state / 'qwen'}, which the service user owns: root would write the weights "
+        "where it can replace them; stage the model outside the instance's own directories"]
