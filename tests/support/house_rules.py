@@ -188,6 +188,60 @@ def undocumented_filters(root: Path) -> dict:
     return out
 
 
+COMMAND_MODULES = ("ansible.builtin.command", "command")
+FIRST_IN_TEMPLATE = re.compile(r"\{\{\s*\[\s*(?:'([^']*)'|\"([^\"]*)\"|([A-Za-z_][\w.]*))")
+
+
+def _tasks(items):
+    """Every task of a task list, blocks opened (block, rescue, always)."""
+    for item in items or []:
+        if not isinstance(item, dict):
+            continue
+        for key in ("block", "rescue", "always"):
+            yield from _tasks(item.get(key))
+        if not any(k in item for k in ("block", "rescue", "always")):
+            yield item
+
+
+def program_of(args):
+    """The program a command task's arguments start, as written: '' when a variable names it."""
+    if isinstance(args, dict):
+        argv, cmd = args.get("argv"), args.get("cmd")
+    else:
+        argv, cmd = None, args
+    if isinstance(argv, list) and argv:
+        first = str(argv[0])
+    elif isinstance(argv, str):
+        m = FIRST_IN_TEMPLATE.search(argv)
+        return "" if not m or m.group(3) else (m.group(1) if m.group(1) is not None else m.group(2))
+    elif isinstance(cmd, str) and cmd.split():
+        first = cmd.split()[0]
+    else:
+        return ""
+    return "" if first.startswith("{{") else first
+
+
+def bare_program_names(root: Path) -> dict:
+    """(file, program) pairs where a role or playbook runs a program by a bare name on a host (a command task
+    not delegated to the controller): root's PATH would choose it."""
+    out = {}
+    for path in _yaml_files(root):
+        data = yaml.safe_load(path.read_text()) or []
+        plays = data if isinstance(data, list) else []
+        tasks = [t for p in plays for key in ("tasks", "pre_tasks", "post_tasks", "handlers")
+                 for t in _tasks(p.get(key) if isinstance(p, dict) and "hosts" in p else [])]
+        tasks += list(_tasks([p for p in plays if isinstance(p, dict) and "hosts" not in p]))
+        for task in tasks:
+            module = next((m for m in COMMAND_MODULES if m in task), None)
+            if module is None or str(task.get("delegate_to", "")).strip() in ("localhost", "127.0.0.1"):
+                continue
+            program = program_of(task[module])
+            if program and not program.startswith("/"):
+                key = "%s: %s" % (_rel(root, path), program)
+                out[key] = out.get(key, 0) + 1
+    return out
+
+
 RULES = {
     "task_file_lines": long_task_files,
     "jinja_statements": jinja_statements,
@@ -196,6 +250,7 @@ RULES = {
     "include_cycles": include_cycles,
     "cross_plugin_imports": cross_plugin_imports,
     "undocumented_filters": undocumented_filters,
+    "bare_program_names": bare_program_names,
 }
 
 

@@ -1,7 +1,8 @@
 """The house rules (docs/architecture.md "House rules") hold the shape of the collection, and each fails on
 a deliberately broken copy: role task files at most 120 lines, no Jinja statement in role YAML or
 playbooks, no Jinja block over 6 lines, no role reading another role's private facts, no include cycle
-between roles, no plugin importing another plugin type, every filter documented for ansible-doc.
+between roles, no plugin importing another plugin type, every filter documented for ansible-doc, no command
+task on a host running a program by a bare name.
 
 What broke a rule when it became a test is listed in house_rules_exceptions.yml, which may only shrink:
 a new offender, or a listed one that grew, fails; so does a listed one that no longer breaks the rule as
@@ -86,3 +87,34 @@ def test_an_undocumented_filter_breaks_it(copy):
     assert broken(copy, "undocumented_filters") == ["gpu_new_thing (1, allowed 0)"]  # does not parse
     sidecar.write_text("DOCUMENTATION:\n  name: gpu_new_thing\n  short_description: Count\nRETURN: {}\n")
     assert broken(copy, "undocumented_filters") == []
+
+
+def test_a_program_run_by_a_bare_name_on_a_host_breaks_it(copy):
+    """Round 3's N1 as a rule: a command task on a host names its program by absolute path (or a variable that
+    holds one); root's PATH never chooses it. The controller's own commands (delegate_to: localhost) are not
+    root's on a host."""
+    path = copy / "roles" / "host_lock" / "tasks" / "release.yml"
+    path.write_text(path.read_text() + """
+- name: Read the journal
+  ansible.builtin.command:
+    argv: [journalctl, -u, x]
+- name: Show a unit
+  ansible.builtin.command:
+    argv: >-
+      {{ ['systemctl', 'show'] + units }}
+- name: A block
+  block:
+    - name: Unpack
+      ansible.builtin.command: tar -xf x.tar
+    - name: On the controller
+      ansible.builtin.command:
+        cmd: tar -xf y.tar
+      delegate_to: localhost
+    - name: By absolute path and by a variable
+      ansible.builtin.command:
+        argv: ["{{ uv_path }}", pip, freeze]
+""")
+    assert broken(copy, "bare_program_names") == [
+        "roles/host_lock/tasks/release.yml: journalctl (1, allowed 0)",
+        "roles/host_lock/tasks/release.yml: systemctl (1, allowed 0)",
+        "roles/host_lock/tasks/release.yml: tar (1, allowed 0)"]
