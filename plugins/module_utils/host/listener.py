@@ -237,14 +237,35 @@ def who_holds(address, port, proc="/proc"):
     return True, found
 
 
+def unit_uids(control_group, proc="/proc"):
+    """The uids of the processes in ``control_group`` (from /proc/<pid>/status and cgroup, which every user may
+    read, unlike another user's /proc/<pid>/fd)."""
+    uids = set()
+    if not control_group:
+        return uids
+    for entry in os.listdir(proc):
+        if entry.isdigit():
+            holder = holder_of(entry, proc)
+            if holder.uid >= 0 and in_control_group("\n".join(holder.cgroups), control_group):
+                uids.add(holder.uid)
+    return uids
+
+
 def held(address, port, unit=None, user=None, proc="/proc", control_group=None):
-    """(listening, 'port P on A is held by ..., not by <unit>' or None when only the instance holds it)."""
+    """(listening, 'port P on A is held by ..., not by <unit>' or None when only the instance holds it).
+
+    Where root cannot read another user's /proc/<pid>/fd (no CAP_SYS_PTRACE, as in containers), a socket has
+    no process: it is the instance's only when its uid is that of a process in the unit's control group (the
+    service user, who may read the key anyway); any other uid is someone else's."""
     listening, found = who_holds(address, port, proc)
     if not listening:
         return False, None
     if control_group is None:
         control_group = unit_control_group(unit)
     others = foreign(found, control_group, _uid(user))
+    if any(h.pid is None for h in others):
+        uids = unit_uids(control_group, proc)
+        others = [h for h in others if not (h.pid is None and h.uid in uids)]
     if not others:
         return True, None
     return True, "port %d on %s is held by %s, not by %s" % (

@@ -98,11 +98,20 @@ def test_a_listener_in_the_units_control_group_passes_one_outside_is_named(tmp_p
         L.require("127.0.0.1", 30001, UNIT, key="", proc=spoof, control_group=CGROUP)
 
 
-def test_a_socket_no_process_is_found_for_is_not_the_instances(tmp_path):
+def test_a_socket_no_process_is_found_for_is_the_instances_only_by_the_units_uid(tmp_path):
+    """Without CAP_SYS_PTRACE (containers) root cannot read another user's /proc/<pid>/fd: the socket's
+    uid is then compared with the uids of the unit's processes (their status and cgroup are readable)."""
     proc = fake_proc(tmp_path, CGROUP)
-    os.unlink(os.path.join(proc, "4242", "fd", "7"))  # hidden, or passed on and closed
+    os.unlink(os.path.join(proc, "4242", "fd", "7"))  # hidden from root
+    assert L.check("127.0.0.1", 30001, UNIT, proc=proc, control_group=CGROUP) == (True, None)
+    # the unit's process runs as another uid than the socket's (1001, mallory's): someone else's
+    (tmp_path / "proc" / "4242" / "status").write_text("Name:\tpython3\nUid:\t999\t999\t999\t999\n")
     listening, error = L.check("127.0.0.1", 30001, UNIT, proc=proc, control_group=CGROUP)
     assert listening and "held by a socket of uid 1001" in error and "no process could be found for" in error
+    # no process in the unit at all (it stopped): nothing vouches for the socket
+    (tmp_path / "proc" / "4242" / "cgroup").write_text("0::/user.slice\n")
+    (tmp_path / "proc" / "4242" / "status").write_text("Name:\tpython3\nUid:\t1001\t1001\t1001\t1001\n")
+    assert "no process could be found for" in L.check("127.0.0.1", 30001, UNIT, proc=proc, control_group=CGROUP)[1]
 
 
 def test_a_probe_host_must_be_an_address():
