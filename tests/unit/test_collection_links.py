@@ -77,3 +77,14 @@ def test_galaxy_build_ignore_keeps_them_out():
     import yaml
     ignored = yaml.safe_load((REPO / "galaxy.yml").read_text())["build_ignore"]
     assert {"inventory/twin.yml", "changelogs/fragments", "docs/development.md"} <= set(ignored)
+
+
+def test_a_shipped_file_that_only_the_checkouts_ansible_lint_config_re_kinds_is_refused(tmp_path):
+    config = tmp_path / ".ansible-lint"
+    config.write_text('kinds:\n  - yaml: "**/changelogs/fragments/*.yml"\n')
+    names = ["changelogs/changelog.yaml", "changelogs/fragments/27-no-playbook-dir-defaults.yml", "playbooks/a.yml"]
+    assert check.relinted(names, config) == [
+        "ships changelogs/fragments/27-no-playbook-dir-defaults.yml, which ansible-lint reads as yaml only through "
+        "the checkout's .ansible-lint"]
+    assert check.relinted(names[:1] + names[2:], config) == []
+    assert check.relinted(names[1:2]), "the checkout's own .ansible-lint re-kinds the fragments"
