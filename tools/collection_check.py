@@ -3,9 +3,11 @@
 
 Builds the tarball with `ansible-galaxy collection build`, refuses lab and
 development files in it (galaxy.yml's build_ignore), installs it offline into
-a clean collections path, and renders every module, role and filter with
-`ansible-doc` from that installed copy, with no checkout configuration in sight (the work
-directory is a fresh temporary one, ANSIBLE_CONFIG points at an empty file).
+a clean collections path, renders every module, role and filter with
+`ansible-doc` from that installed copy, with no checkout configuration in sight
+(the work directory is a fresh temporary one, ANSIBLE_CONFIG points at an empty
+file), and fails on a relative link of a shipped markdown page that does not
+resolve in that copy (a page build_ignore leaves out).
 The lab tests that install the collection (tests/lab/test_command_forms.py,
 test_readme_operator.py) use `build` and `install` from here.
 """
@@ -13,26 +15,33 @@ from __future__ import annotations
 
 import argparse
 import ast
+import fnmatch
 import json
 import os
+import re
 import subprocess
 import sys
 import tarfile
 import tempfile
 from pathlib import Path
+from urllib.parse import unquote
 
 REPO = Path(__file__).resolve().parent.parent
 VENV_BIN = REPO / ".venv" / "bin"
 
-# Paths (relative to the collection root) that must not ship: the lab, dev tooling, the dev docs and dated records.
+# Paths (relative to the collection root) that must not ship: the lab, dev tooling, the dev docs and dated records,
+# and the changelog fragments (ansible-lint on the installed copy, without the checkout's .ansible-lint, takes a
+# fragment named like 27-no-playbook-dir-defaults.yml for a playbook and fails).
 FORBIDDEN_PREFIXES = (
-    "ansible.cfg", "playbooks/ansible.cfg", "inventory/lab.yml", "inventory/group_vars/",
-    "docs/lab.md", "docs/testing.md", "docs/validation.md", "docs/validation/", "docs/benchmarks.md",
-    "docs/test-runs.md", "docs/mutation-history.md",
+    "ansible.cfg", "playbooks/ansible.cfg", "inventory/lab.yml", "inventory/twin.yml", "inventory/group_vars/",
+    "changelogs/fragments/", "docs/development.md", "docs/lab.md", "docs/testing.md", "docs/validation.md",
+    "docs/validation/", "docs/benchmarks.md", "docs/test-runs.md", "docs/mutation-history.md",
     "extensions/", "tools/", "bench/", "build/", "requirements/", "Makefile", "pyproject.toml",
     "tests/lab/", "tests/chain/", "tests/fixtures/", "tests/integration/", "tests/gpu/", "tests/conftest.py",
     "tests/unit/mutation/", "deploy_dflash.yml",
 )
+# Of inventory/, only the operator's example ships: every other inventory there is the lab's.
+INVENTORY_SHIPS = ("inventory/production.example.yml",)
 # What an operator needs from it (README: "Deploying to production").
 REQUIRED = (
     "MANIFEST.json", "FILES.json", "LICENSE", "README.md", "meta/runtime.yml", "inventory/production.example.yml",
@@ -41,6 +50,8 @@ REQUIRED = (
     "docs/README.md", "docs/architecture.md", "docs/security.md", "docs/reliability.md", "docs/modules/pkg_probe.md",
     # what ansible-builder reads to build an execution environment (docs/execution-environment.md)
     "meta/execution-environment.yml", "meta/requirements.txt", "meta/bindep.txt", "docs/execution-environment.md",
+    # the release notes (the fragments they are written from stay in the source tree)
+    "CHANGELOG.md", "changelogs/changelog.yaml", "changelogs/config.yaml",
 )
 
 
@@ -76,9 +87,87 @@ def members(tarball: Path) -> list[str]:
 def check_contents(names: list[str]) -> list[str]:
     problems = [f"ships {n}" for n in names
                 if any(n == p.rstrip("/") or n.startswith(p) for p in FORBIDDEN_PREFIXES)
-                or n.startswith(".") or "__pycache__" in n.split("/") or n.endswith(".pyc")]
+                or n.startswith(".") or "__pycache__" in n.split("/") or n.endswith(".pyc")
+                or (n.startswith("inventory/") and n not in INVENTORY_SHIPS)]
     problems += [f"lacks {r}" for r in REQUIRED if r not in names]
     return problems
+
+
+# Markdown links: inline `[text](target "title")`, images `![alt](target)`, reference definitions `[label]: target`.
+# Fenced code blocks and code spans hold no link; a code span does not cross a blank line.
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})[^\n]*\n.*?^ {0,3}\1[`~]*[ \t]*$", re.M | re.S)
+_CODE_SPAN = re.compile(r"(`+)(?!`)((?:(?!\n[ \t]*\n).)+?)(?<!`)\1(?!`)", re.S)
+_INLINE = re.compile(r"!?\[(?:[^\[\]]|\[[^\]]*\])*\]\(\s*(<[^>\n]*>|[^\s()]*(?:\([^\s()]*\)[^\s()]*)*)")
+_REFDEF = re.compile(r"^ {0,3}\[[^\]]+\]:[ \t]*(<[^>\n]*>|\S+)", re.M)
+_SCHEME = re.compile(r"^(?:[a-zA-Z][a-zA-Z0-9+.-]*:|//)")
+_HEADING = re.compile(r"^ {0,3}#{1,6}[ \t]+(.*?)(?:[ \t]+#+)?[ \t]*$", re.M)
+
+
+def md_links(text: str) -> list[str]:
+    """The relative link targets in markdown ``text``, in order: none with a scheme (https:, mailto:); ``#x`` kept."""
+    prose = _CODE_SPAN.sub("", _FENCE.sub("", text))
+    targets = [t.strip("<>") for t in _INLINE.findall(prose) + _REFDEF.findall(prose)]
+    return [t for t in targets if t and not _SCHEME.match(t)]
+
+
+def md_anchors(text: str) -> set[str]:
+    """The anchors GitHub gives the headings of markdown ``text``: lower case, punctuation out, spaces as ``-``,
+    a repeated heading's anchor suffixed ``-1``, ``-2``, ..."""
+    anchors, counts = set(), {}
+    for heading in _HEADING.findall(_FENCE.sub("", text)):
+        heading = re.sub(r"!?\[([^\]]*)\]\([^)]*\)", r"\1", heading)
+        slug = re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-")
+        counts[slug] = counts.get(slug, -1) + 1
+        anchors.add(slug if counts[slug] == 0 else f"{slug}-{counts[slug]}")
+    return anchors
+
+
+def link_problem(root: Path, md: Path, target: str) -> str:
+    """Why the link ``target`` in the markdown file ``md`` does not resolve inside ``root`` ("" when it does)."""
+    path, _, anchor = target.partition("#")
+    dest = (md.parent / unquote(path.split("?", 1)[0])).resolve() if path else md.resolve()
+    if not dest.is_relative_to(root.resolve()):
+        return "outside the collection"
+    if not dest.exists():
+        return "no such file"
+    if anchor and dest.suffix == ".md" and dest.is_file() and unquote(anchor) not in md_anchors(dest.read_text()):
+        return "no such heading"
+    return ""
+
+
+def dead_links(root: Path, files: list[Path] | None = None) -> list[str]:
+    """Each relative link of the markdown ``files`` (default: every ``*.md`` under ``root``) that does not resolve
+    to a file or directory under ``root``, or to a heading of the page it names: ``file: target (why)``."""
+    found = []
+    for md in sorted(files if files is not None else root.rglob("*.md")):
+        for target in md_links(md.read_text()):
+            why = link_problem(root, md, target)
+            if why:
+                found.append(f"{md.relative_to(root)}: {target} ({why})")
+    return found
+
+
+def relinted(names: list[str], config: Path = REPO / ".ansible-lint") -> list[str]:
+    """The shipped ``names`` that ansible-lint reads as another kind only through the checkout's ``config`` (its
+    ``kinds``), which does not ship: on the installed copy ansible-lint guesses their kind (a changelog fragment
+    named ...-playbook-... taken for a playbook) and fails."""
+    import yaml  # the toolchain's; this file runs with .venv's Python
+
+    kinds = [(kind, pattern) for entry in yaml.safe_load(config.read_text()).get("kinds") or []
+             for kind, pattern in entry.items()]
+    return [f"ships {n}, which ansible-lint reads as {kind} only through the checkout's {config.name}"
+            for n in names for kind, pattern in kinds if fnmatch.fnmatch("/" + n, pattern)]
+
+
+def lint_installed(installed: Path, env: dict) -> str:
+    """``ansible-lint --offline --profile production`` on the installed copy, with no checkout configuration."""
+    proc = subprocess.run([str(VENV_BIN / "ansible-lint"), "--offline", "--profile", "production", "--nocolor"],
+                          env=env, cwd=installed, capture_output=True, text=True)
+    lines = [line for line in (proc.stdout + proc.stderr).splitlines() if line.strip()]
+    if proc.returncode != 0:
+        raise CollectionError(f"ansible-lint on the installed copy failed (rc {proc.returncode})\n"
+                              + "\n".join(lines[-40:]))
+    return lines[-1] if lines else ""
 
 
 def build(output: Path) -> Path:
@@ -92,7 +181,7 @@ def build(output: Path) -> Path:
         env = clean_env(Path(tmp))
         run([VENV_BIN / "ansible-galaxy", "collection", "build", "--force", "--output-path", output, REPO], env, tmp)
     tarball = next(Path(output).glob("dflash-deploy-*.tar.gz"))
-    problems = check_contents(members(tarball))
+    problems = check_contents(members(tarball)) + relinted(members(tarball))
     if problems:
         raise CollectionError("the tarball is wrong:\n  " + "\n  ".join(problems))
     return tarball
@@ -165,6 +254,8 @@ def render_filters(installed: Path, env: dict, work: Path) -> list[str]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--keep", type=Path, help="build and install under this directory and keep it")
+    ap.add_argument("--lint", action="store_true",
+                    help="also run ansible-lint (production profile) on the installed copy (about a minute)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="dflash-collection.") as tmp:
         work = args.keep or Path(tmp)
@@ -175,12 +266,18 @@ def main() -> int:
             installed = install(tarball, work / "collections")
             modules, roles = render_docs(installed, env, work)
             filters = render_filters(installed, env, work)
+            dead = dead_links(installed)
+            if dead:
+                raise CollectionError("links that the installed copy does not resolve:\n  " + "\n  ".join(dead))
+            if args.lint:
+                print(f"collection: ansible-lint on the installed copy: {lint_installed(installed, env)}")
         except CollectionError as exc:
             sys.exit(f"collection: {exc}")
         size = os.path.getsize(tarball)
         print(f"collection: {tarball.name} ({size // 1024} KiB, {len(members(tarball))} entries) has no lab or dev "
               f"files; installed offline; ansible-doc renders {len(modules)} modules ({', '.join(modules)}) and "
-              f"{len(roles)} roles ({', '.join(roles)}) and {len(filters)} filters from the installed copy")
+              f"{len(roles)} roles ({', '.join(roles)}) and {len(filters)} filters from the installed copy; every "
+              f"relative link of its {len(list(installed.rglob('*.md')))} markdown pages resolves there")
     return 0
 
 
