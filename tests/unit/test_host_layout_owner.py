@@ -47,7 +47,10 @@ def test_the_owner_names_each_path_once_and_its_spec_agrees():
     literal = {k: None if "{{" in str(v) else v for k, v in defaults.items()}
     assert {k: v.get("default") for k, v in spec.items()} == literal
     assert sorted(p for p in defaults.values() if p.startswith("/")) == sorted(LAYOUT_PATHS)
-    assert not (OWNER / "tasks").exists()  # defaults only: a dependency that does nothing but name
+    # defaults only as a dependency (a dependency runs tasks/main.yml, and there is none): it does nothing but
+    # name; its one entry point, tasks/path.yml, runs only where a playbook asks for it
+    assert not (OWNER / "tasks" / "main.yml").exists()
+    assert sorted(p.name for p in (OWNER / "tasks").glob("*")) == ["path.yml"]
 
 
 def test_every_role_that_reads_the_layout_depends_on_its_owner():
