@@ -68,7 +68,9 @@ class Exchange:
             pass
 
     def _failed(self, exc):
-        if self.expired:
+        # A socket timeout is as long as the whole exchange's: when it fires, the deadline has passed too (the
+        # timer and the socket race for the same moment).
+        if self.expired or isinstance(exc, (socket.timeout, TimeoutError)):
             why = "no complete answer within %ss (the deadline of the whole exchange)" % _seconds(self.timeout)
         else:
             why = " ".join(str(getattr(exc, "reason", exc)).split()) or type(exc).__name__
