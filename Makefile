@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 FIXTURES := build/fixtures
 PYTEST_ARGS ?= --durations=15
 
-.PHONY: help setup pins lint fixtures unit integration fixture-tests chain sanity collection test bench bench-venv bench-deploy clean \
+.PHONY: help setup pins lint fixtures changelog-release unit integration fixture-tests chain sanity collection test bench bench-venv bench-deploy clean \
 	lab-up lab-down lab-status lab-test lab-suite molecule test-shuffled demo test-matrix matrix-pins
 
 help:
@@ -39,6 +39,10 @@ lint: setup
 
 fixtures: setup
 	$(PY) tests/fixtures/build.py --out $(FIXTURES)
+
+# A release's changelog (antsibull-changelog release, which runs ansible-doc: the checkout's, on PATH).
+changelog-release: setup
+	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(VENV)/bin/antsibull-changelog release
 
 # The pins of make test-matrix, one file per ansible-core line (requirements/matrix-<line>.in, network).
 matrix-pins: setup

@@ -50,3 +50,16 @@ def test_the_example_ee_installs_the_collection_from_its_tarball():
     [collection] = galaxy["collections"]
     tarball = [f["src"] for f in ee["additional_build_files"]]
     assert collection["type"] == "file" and Path(collection["name"]).name in tarball
+
+
+def test_the_example_ee_refuses_a_context_without_the_tarball():
+    """ansible-builder copies a missing additional_build_files src silently: the galaxy stage checks for the
+    file the galaxy requirements install, before installing, and names what to do."""
+    example = REPO / "examples" / "execution-environment"
+    ee = yaml.safe_load((example / "execution-environment.yml").read_text())
+    galaxy = yaml.safe_load((example / ee["dependencies"]["galaxy"]).read_text())
+    [collection] = galaxy["collections"]
+    [step] = ee["additional_build_steps"]["prepend_galaxy"]
+    assert step.startswith("RUN test -s %s ||" % collection["name"]) and "exit 1" in step
+    assert "ansible-galaxy collection build" in step
+    assert ee["dependencies"]["ansible_core"]["package_pip"].startswith("ansible-core>=2.19,<2.22")
