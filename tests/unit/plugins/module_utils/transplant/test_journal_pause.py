@@ -28,7 +28,8 @@ def test_pause_writes_the_marker_and_waits_in_the_named_phase(tmp_path):
     proc = subprocess.Popen([sys.executable, "-c", CHILD], env=env, stdout=subprocess.PIPE, text=True)
     try:
         for attempt in range(200):  # noqa: B007
-            if marker.exists() or proc.poll() is not None:
+            # the marker's text, not its name: under load the file can be seen before its line is written
+            if (marker.exists() and marker.read_text().strip()) or proc.poll() is not None:
                 break
             time.sleep(0.05)
         assert marker.read_text().split()[0] == "writing_files:1"
