@@ -59,7 +59,7 @@ options:
     description:
       - The router's env file on the host, read there for C(SGLANG_ROUTER_CONTROL_PLANE_API_KEY), sent as
         a bearer token (the C(Authorization) header) on the router's worker API calls (as
-        M(dflash.deploy.router_workers#module:key_file)).
+        O(dflash.deploy.router_workers#module:key_file)).
         Without it, or when no such file exists, no key is sent to the router.
     type: path
 notes:

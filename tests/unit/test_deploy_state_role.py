@@ -73,9 +73,9 @@ def test_the_check_runs_the_command_sglang_venv_runs_and_records(tmp_path):
                                                            "theirs": "{{ sglang_venv_lock_command }}"}}},
     ]
     (probe / "tasks" / "main.yml").write_text(yaml.safe_dump(tasks))
-    inventory = {"all": {"hosts": dict((name, dict(values, ansible_connection="local",
-                                                    ansible_python_interpreter=sys.executable))
-                                       for name, values in HOSTS.items())}}
+    hosts = {name: dict(values, ansible_connection="local", ansible_python_interpreter=sys.executable)
+             for name, values in HOSTS.items()}
+    inventory = {"all": {"hosts": hosts}}
     play = [{"hosts": "all", "gather_facts": False, "roles": ["lockprobe"]}]
     proc = _playbook(tmp_path, play, inventory)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-3000:]

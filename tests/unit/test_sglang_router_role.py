@@ -162,7 +162,7 @@ def test_the_key_is_made_once_unlogged_root_s_and_reads_back_as_one_variable(tmp
     assert task["no_log"] is True and copy["force"] is False and copy["mode"] == "0640"
     assert copy["owner"] == "root" and copy["group"] == "{{ sglang_router_group }}"
     assert copy["dest"] == "{{ sglang_router_config_dir }}/router/{{ _sglang_router_model.unit }}.env"
-    key = "".join(secrets.choice("abcXYZ0189") for _ in range(43))
+    key = "".join(secrets.choice("abcXYZ0189") for _i in range(43))
     env = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True)  # as Ansible renders
     content = env.from_string(copy["content"]).render(lookup=lambda *a, **k: key)
     assert content == "SGLANG_ROUTER_CONTROL_PLANE_API_KEY=%s\n" % key

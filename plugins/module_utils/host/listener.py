@@ -76,7 +76,7 @@ def parse_proc_net(text, byteorder=sys.byteorder):
         fields = line.split()
         if len(fields) < 10 or fields[3] != TCP_LISTEN:
             continue
-        addr, _, port = fields[1].partition(":")
+        addr, _sep, port = fields[1].partition(":")
         try:
             found.append(Socket(_address(addr, byteorder), int(port, 16), int(fields[7]), int(fields[9])))
         except ValueError:

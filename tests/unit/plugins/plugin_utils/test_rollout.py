@@ -25,8 +25,8 @@ def link(name, to):
 @pytest.mark.parametrize(("case", "kwargs", "want"), [
     ("nothing changed", {}, []),
     ("an env file changed", {"changed": [item("b", changed=True), item("a", changed=False)]}, ["b"]),
-    ("writes of several kinds, one instance twice", {"changed": [item("c", changed=True), item("a", changed=True),
-                                                                  item("c", changed=True)]}, ["a", "c"]),
+    ("writes of several kinds, one instance twice",
+     {"changed": [item("c", changed=True), item("a", changed=True), item("c", changed=True)]}, ["a", "c"]),
     ("a skipped write is no change", {"changed": [item("a", skipped=True), item("b")]}, []),
     ("the unit template changed: everyone", {"whole_unit": True, "changed": [item("b", changed=True)]},
      ["a", "b", "c"]),
