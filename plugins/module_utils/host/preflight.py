@@ -16,6 +16,7 @@ import os
 import pwd
 import re
 
+from ansible_collections.dflash.deploy.plugins.module_utils.host.listener import holders
 from ansible_collections.dflash.deploy.plugins.module_utils.host.runner import run_with_timeout
 
 UNIT_RE = re.compile(r"/([^/]+\.service)(?:/|$)")
@@ -84,22 +85,11 @@ def port_owners(port, unit=None, service_uid=None):
         return []
     owners = {}
     seen = set()
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        fd_dir = "/proc/%s/fd" % pid
-        try:
-            fds = os.listdir(fd_dir)
-        except OSError:
-            continue
-        for fd in fds:
-            try:
-                target = os.readlink(os.path.join(fd_dir, fd))
-            except OSError:
-                continue
-            if target.startswith("socket:[") and target[8:-1] in socks:
-                seen.add(target[8:-1])
-                owners[int(pid)] = {"pid": int(pid), "comm": comm_of(pid), "unit": unit_of(pid)}
+    for inode, pids in holders([int(i) for i in socks]).items():  # every process's /proc/<pid>/fd (listener.py)
+        if pids:
+            seen.add(str(inode))
+        for pid in pids:
+            owners[pid] = {"pid": pid, "comm": comm_of(str(pid)), "unit": unit_of(str(pid))}
     out = sorted(owners.values(), key=lambda o: o["pid"])
     for inode, uid in sorted(socks.items()):
         if inode in seen:
