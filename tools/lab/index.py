@@ -16,6 +16,7 @@ from network import GATEWAY
 INDEX_PORT = 8631
 INDEX_PID = STATE / "index.pid"
 INDEX_DELAY = STATE / "index-delay"  # seconds each wheel download waits (tests widen a build window)
+INDEX_ONLY_FROM = STATE / "index-only-from"  # while it lists addresses, only they are served (the proxy test)
 
 
 def index_running() -> bool:
@@ -47,7 +48,8 @@ def ensure_index() -> str:
     STATE.mkdir(parents=True, exist_ok=True)
     logf = open(STATE / "index.log", "ab")
     proc = subprocess.Popen([sys.executable, str(HERE / "index_server.py"), "--bind", GATEWAY, "--port",
-                             str(INDEX_PORT), "--directory", str(FIXTURES), "--delay-file", str(INDEX_DELAY)],
+                             str(INDEX_PORT), "--directory", str(FIXTURES), "--delay-file", str(INDEX_DELAY),
+                             "--only-from-file", str(INDEX_ONLY_FROM)],
                             stdout=logf, stderr=logf,
                             stdin=subprocess.DEVNULL, start_new_session=True)
     INDEX_PID.write_text(str(proc.pid))
