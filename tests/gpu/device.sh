@@ -16,7 +16,8 @@
 #                     default); surge needs the surge group carried now or earlier
 #   overlay[:STEPS]   the same with SOURCE=overlay (needs the overlay group)
 #   deploy[:STEPS]    tests/gpu/deploy.sh, CARRY=$KIT: the fixture wheelhouse path; needs
-#                     $KIT/deploy-wheelhouse and $KIT/dflash-src.tar, which the kit does not build
+#                     deploy-wheelhouse/ and dflash-src.tar, which the kit does not build: carried as
+#                     .gpu-carry/deploy-wheelhouse and .gpu-carry/dflash-src.tar, copied into $KIT
 #   kit               nothing more (the kit alone: what is there, rebuilt and installed)
 # The JIT caches are not carried: restoring a cache built by another install did not save the
 # compiles (docs/validation.md, 2026-12-01, finding 5); an instance's own cache under
@@ -41,6 +42,9 @@ log() { printf '[device %4ds] %s\n' "$SECONDS" "$*" | tee -a "$OUT/device.log"; 
 # -- the kit
 carried=$(ls "$REPO"/.gpu-carry/kit/*/*.tar.xz 2>/dev/null)
 for a in $carried; do cp -p "$a" "$KIT/"; done
+for extra in deploy-wheelhouse dflash-src.tar; do  # deploy.sh's fixture path, built by hand (not in the kit)
+  [ -e "$REPO/.gpu-carry/$extra" ] && rm -rf "${KIT:?}/$extra" && cp -a "$REPO/.gpu-carry/$extra" "$KIT/"
+done
 log "kit: carried now: $(echo $carried | wc -w) archive(s); in $KIT: $(cd "$KIT" && ls -s --block-size=M ./*.tar.xz 2>/dev/null | tr '\n' ' ')"
 [ -f "$KIT/whl.tar.xz" ] || { log "kit: no whl.tar.xz (the base group): carry .gpu-carry/kit/base after make gpu-kit"; exit 3; }
 whl_sum=$(sha256sum "$KIT/whl.tar.xz" | cut -d' ' -f1)

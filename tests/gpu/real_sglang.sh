@@ -52,7 +52,7 @@
 set -uo pipefail
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 VENV=${VENV:-/opt/torch/.venv}
-CARRY=${CARRY:-$REPO/.gpu-carry}
+CARRY=${CARRY:-/tmp/gpu-kit}  # laid out by tests/gpu/device.sh from the carried kit
 OUT=${OUT:-/tmp/real-sglang-out}
 WORK=${WORK:-/tmp/realsgl}
 STEPS=${STEPS:-wheels,stage,deploy,serve,warm}
