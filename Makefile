@@ -7,7 +7,7 @@ FIXTURES := build/fixtures
 PYTEST_ARGS ?= --durations=15
 
 .PHONY: help setup pins lint fixtures changelog-release unit integration fixture-tests chain sanity collection test bench bench-venv bench-deploy clean \
-	lab-up lab-down lab-status lab-test lab-suite molecule test-shuffled demo test-matrix matrix-pins
+	lab-up lab-down lab-status lab-test lab-suite molecule test-shuffled demo test-matrix matrix-pins gpu-kit
 
 help:
 	@echo "make setup     toolchain venv (.venv) with uv from requirements/toolchain.txt"
@@ -24,6 +24,7 @@ help:
 	@echo "make lab-suite  lab-test, then molecule, in one session of the lab (what make test runs)"
 	@echo "make test-shuffled  the scenarios in a random order (SEED=N repeats one; not part of make test)"
 	@echo "make demo      lab up, deploy ct200, print its /v1/models"
+	@echo "make gpu-kit   the GPU kit: tests/gpu/kit/*.txt downloaded (once), reduced, packed into .gpu-carry/kit (docs/validation.md)"
 
 setup:
 	@bash tools/setup.sh
@@ -195,6 +196,10 @@ BENCH_FLEET ?= 8
 bench-deploy: fixtures
 	LAB_TARGETS=$(BENCH_FLEET) tools/lab/session.sh $(PY) bench/bench_deploy.py --repeat 3 --fleet $(BENCH_FLEET) \
 	  --json build/bench-deploy.json
+
+# The real wheels a GPU validation run carries (docs/validation.md): downloads only what the cache lacks.
+gpu-kit:
+	python3 tools/gpu_kit.py
 
 clean:
 	rm -rf build tests/output .pytest_cache .ruff_cache

@@ -4,9 +4,10 @@
 #
 #   tests/gpu/deploy.sh            # from the repo root; results in $OUT (default /tmp/gpu-deploy-out)
 #
-# Inputs (carried with the working tree in .gpu-carry/, git-ignored; see docs/validation.md):
-#   .gpu-carry/whl/        ansible-core 2.19 and the dependencies the machine lacks (py3.12 wheels)
-#   .gpu-carry/deploy-wheelhouse/  the wheelhouse of the release, built for cp312 from the commit under
+# Inputs (in CARRY; `tests/gpu/device.sh deploy` sets CARRY=/tmp/gpu-kit; see docs/validation.md):
+#   $CARRY/whl/            ansible-core 2.19 and the dependencies the machine lacks (py3.12 wheels; make gpu-kit)
+#   (not built by make gpu-kit:)
+#   $CARRY/deploy-wheelhouse/  the wheelhouse of the release, built for cp312 from the commit under
 #                          test (python3.12 tests/fixtures/build.py): the fixture sglang 0.5.11 (what the
 #                          default dflash_source=upstream locks; no dflash_source is passed here) with
 #                          torch 2.11.0+cu128 / triton 3.6.0 / flashinfer-python and -cubin 0.6.8.post1 /
@@ -16,7 +17,7 @@
 #                          REAL sglang-kernel 0.4.2 and sgl-kernel 0.3.21 wheels reduced by
 #                          tests/gpu/reduce_wheel.py (recipe: docs/validation.md). Without sglang 0.5.11 the
 #                          lock fails ("there is no version of sglang==0.5.11").
-#   .gpu-carry/dflash-src.tar      the fixture DFlash sources (the machine's venv has no sglang to capture)
+#   $CARRY/dflash-src.tar      the fixture DFlash sources (the machine's venv has no sglang to capture)
 #
 # Steps (STEPS=stage,deploy,again,start,pinoff by default; `config` only renders the unit, for a
 # rehearsal without a GPU, with START_UNVERIFIED=1 to start an unverified release; NGPU=2 deploys two

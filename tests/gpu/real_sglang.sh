@@ -4,16 +4,16 @@
 #
 #   tests/gpu/real_sglang.sh       # from the repo root; results in $OUT (default /tmp/real-sglang-out)
 #
-# Inputs (git-ignored, carried in .gpu-carry/; docs/validation.md has the recipe):
-#   .gpu-carry/wheels-*.tar.xz   real wheels (cp312, manylinux x86_64) packed by tests/gpu/wheel_transport.py:
-#                                sglang 0.5.11 (and 0.5.9), sglang-kernel 0.4.2 reduced by reduce_wheel.py to its
-#                                Python files + sgl_kernel/sm90/common_ops.abi3.so, flashinfer-python
-#                                0.6.8.post1, apache-tvm-ffi, transformers 5.6.0, tokenizers 0.22.2 and the
-#                                small wheels of sglang's import closure the machine's venv lacks
-#   .gpu-carry/whl/              ansible-core 2.19 and what it needs (py3.12 wheels)
-#   .gpu-carry/jit-cache-sm90.tar.gz   tvm-ffi and Triton JIT build trees of an earlier run (sm_90)
-#   .gpu-carry/wheels-c.tar.xz   (step surge) sglang-router 0.3.2 and its closure (24 real cp312 wheels)
-#
+# Inputs: the GPU kit (`make gpu-kit`, tools/gpu_kit.py, from the pinned lists in tests/gpu/kit/),
+# laid out in CARRY by tests/gpu/device.sh, which runs this script (docs/validation.md):
+#   $CARRY/wheels-[abc].tar.xz   real wheels (cp312, manylinux x86_64) packed by tests/gpu/wheel_transport.py:
+#                                a: sglang 0.5.11, flashinfer-python 0.6.8.post1, apache-tvm-ffi, transformers
+#                                5.6.0, tokenizers 0.22.2 and the small wheels of sglang's import closure the
+#                                machine's venv lacks; b: sglang-kernel 0.4.2 reduced by reduce_wheel.py to its
+#                                Python files + sgl_kernel/sm90/common_ops.abi3.so; c (step surge):
+#                                sglang-router 0.3.2 and the part of its closure the router's venv needs as files
+#   $CARRY/whl/                  ansible-core 2.19 and what it needs (py3.12 wheels)
+#   $CARRY/jit-cache-sm90.tar.gz (optional, no longer in the kit) JIT build trees restored for tiny-plain
 # Steps (STEPS, default wheels,stage,deploy,serve,warm; `again` after deploy: AGAIN=3 no-change re-runs):
 #   wheels  rebuild the carried wheels; tests/gpu/standin_wheels.py completes the wheelhouse so that
 #           sglang 0.5.11's full requirement closure resolves offline (stand-ins, see that script): the
@@ -27,7 +27,7 @@
 #           its file run as a program with its options in a file (as deploy.sh runs abi_check); then
 #           sglang_client.py: /generate, /v1/completions, /v1/chat/completions. In order:
 #           1 tiny (DFLASH) with empty JIT caches; 2 tiny-plain (no draft; written by a config-only
-#           play) with jit-cache-sm90.tar.gz restored into its cache dirs first; the greedy outputs
+#           play) with jit-cache-sm90.tar.gz restored into its cache dirs first when carried (not in the kit); the greedy outputs
 #           of 1 and 2 compared token for token
 #   warm    3 tiny restarted: its own JIT caches (kept in /var/cache/dflash/tiny) are warm
 #   surge   (issue 26, instead of serve/warm; needs .gpu-carry/wheels-c.tar.xz, sglang-router 0.3.2 and
@@ -44,7 +44,7 @@
 #           writes the surge worker as an instance of its own), so the gate's figures are measured
 #           beside a busy second server. SURGE_LOAD_CONCURRENCY (4) streams, 30 tokens each
 # SOURCE=overlay (steps wheels,stage,refuse,deploy,serve): sglang[all]==0.5.9 (needs
-#   .gpu-carry/wheels-overlay.tar.xz: transformers 4.57.1, huggingface-hub 0.36.2 and 1.33.0, pyyaml 6.0.1), the 0.5.11 tree
+#   $CARRY/wheels-overlay*.tar.xz: sglang 0.5.9, transformers 4.57.1, huggingface-hub 0.36.2 and 1.33.0, pyyaml 6.0.1), the 0.5.11 tree
 #   captured by the dflash_tree_capture module; `refuse` deploys it with
 #   dflash_overlay_enabled=false and expects verification to refuse it; `serve` starts tiny (DFLASH)
 # Rehearsal without a GPU: ROOT=/tmp/rh VENV=<any venv> STEPS=wheels,deploy
@@ -52,7 +52,7 @@
 set -uo pipefail
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 VENV=${VENV:-/opt/torch/.venv}
-CARRY=${CARRY:-$REPO/.gpu-carry}
+CARRY=${CARRY:-/tmp/gpu-kit}  # laid out by tests/gpu/device.sh from the carried kit
 OUT=${OUT:-/tmp/real-sglang-out}
 WORK=${WORK:-/tmp/realsgl}
 STEPS=${STEPS:-wheels,stage,deploy,serve,warm}
@@ -103,7 +103,7 @@ WH=$WORK/wheelhouse
 if has wheels; then
   rm -rf "$WORK/dl" "$WH" && mkdir -p "$WH"
   python3 "$REPO/tests/gpu/wheel_transport.py" unpack "$CARRY"/wheels-[abc].tar.xz \
-    $([ "$SOURCE" = overlay ] && echo "$CARRY/wheels-overlay.tar.xz") --out "$WORK/dl" > "$RES/wheels.log" \
+    $([ "$SOURCE" = overlay ] && echo "$CARRY"/wheels-overlay*.tar.xz) --out "$WORK/dl" > "$RES/wheels.log" \
     || { log "wheels: rebuild failed"; tail -3 "$RES/wheels.log"; exit 3; }
   cp "$WORK/dl"/*.whl "$WH/"
   REF=; [ -x "$PY" ] && REF=--reference-venv=$VENV
@@ -406,9 +406,13 @@ elif has serve && [ -n "$RELEASE" ]; then
   play config-plain "$WORK/vars-plain.json" deploy_dflash.yml --tags sglang_service \
     --skip-tags "sglang_service_verify,stage,$SKIP_SYSTEMD"
   mkdir -p "$CACHE/tiny-plain"
-  tar -xzf "$CARRY/jit-cache-sm90.tar.gz" -C "$CACHE/tiny-plain" && find "$CACHE/tiny-plain" -exec touch {} + \
-    && chown -R "$(stat -c %U:%G "$CACHE/tiny-plain")" "$CACHE/tiny-plain"
-  log "restored jit-cache-sm90.tar.gz into $CACHE/tiny-plain: $(du -sh "$CACHE/tiny-plain"/* 2>/dev/null | tr '\t\n' ' ')"
+  if [ -f "$CARRY/jit-cache-sm90.tar.gz" ]; then
+    tar -xzf "$CARRY/jit-cache-sm90.tar.gz" -C "$CACHE/tiny-plain" && find "$CACHE/tiny-plain" -exec touch {} + \
+      && chown -R "$(stat -c %U:%G "$CACHE/tiny-plain")" "$CACHE/tiny-plain"
+    log "restored jit-cache-sm90.tar.gz into $CACHE/tiny-plain: $(du -sh "$CACHE/tiny-plain"/* 2>/dev/null | tr '\t\n' ' ')"
+  else
+    log "no jit-cache-sm90.tar.gz in $CARRY: tiny-plain starts with empty JIT caches"
+  fi
   serve plain-restored tiny-plain 30002
   python3 "$REPO/tests/gpu/sglang_client.py" --compare "$RES/client-dflash-cold.json" "$RES/client-plain-restored.json" \
     --out "$RES/greedy-equal.json" 2>&1 | tee -a "$RES/steps.log"
