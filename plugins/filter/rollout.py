@@ -9,12 +9,25 @@ tested):
     {{ _sglang_service_present | dflash.deploy.rollout_wave_plan(names, enabled, active) }}
       ->  [{restart, waited, earlier, later, serving, surge, drain}, ...]
     {{ waves | dflash.deploy.rollout_waves_line }}  ->  "restart in 2 waves, ..." or ""
+    {{ ready_results | dflash.deploy.rollout_readiness(refused) }}  ->  {ready: [...], not_ready: [...]}
+    {{ ready_results | dflash.deploy.rollout_rollback_order(refused, present, earlier, later) }}
+      ->  [{instance, ready_result, was_ready, untouched, refusal}, ...]  (the order they go back in)
+    {{ name | dflash.deploy.rollout_rollback_target(release_dir, current, active, previous, previous_exists) }}
+      ->  {to: release dir or '', untrusted: [...]}
+    {{ name | dflash.deploy.rollout_restore_files(unit, launcher, env, dropin) }}  ->  [{backup_file, dest, ...}]
+    {{ unit | dflash.deploy.rollout_outcome(release_dir, rollback_to, restore, untrusted, was_ready, untouched,
+         refusal, ready_result, back, exception, abi) }}  ->  {line, serving}
 """
 from __future__ import annotations
 
 from ansible_collections.dflash.deploy.plugins.plugin_utils.rollout import (
+    readiness,
     restart_set,
     restart_waves,
+    restore_files,
+    rollback_order,
+    rollback_outcome,
+    rollback_target,
     wave_plan,
     waves_line,
 )
@@ -27,4 +40,9 @@ class FilterModule:
             "rollout_restart_waves": restart_waves,
             "rollout_wave_plan": wave_plan,
             "rollout_waves_line": waves_line,
+            "rollout_readiness": readiness,
+            "rollout_rollback_order": rollback_order,
+            "rollout_rollback_target": rollback_target,
+            "rollout_restore_files": restore_files,
+            "rollout_outcome": rollback_outcome,
         }

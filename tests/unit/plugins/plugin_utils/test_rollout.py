@@ -127,3 +127,162 @@ def test_router_off_plans_one_wave_and_a_unit_state_not_read_is_not_running():
     assert [p["restart"] for p in plan] == [["q1", "q2"]]
     assert plan[0]["serving"] == [] and plan[0]["later"] == [] and plan[0]["earlier"] == []
     assert R.wave_plan(FLEET, [], True, units("q1")) == []
+
+
+# --- a roll-back: who is ready, who goes back in which order, where to, with what, and the operator's line ---
+
+def waited(name, **answer):
+    return dict(answer, _sglang_service_instance={"name": name, "port": 30000 + len(name)})
+
+
+@pytest.mark.parametrize(("case", "results", "refused", "want"), [
+    ("all ready", [waited("a", ready=True), waited("b", ready=True)], {}, {"ready": ["a", "b"], "not_ready": []}),
+    ("one not ready", [waited("a", ready=True), waited("b", ready=False, reason="crashed")], {},
+     {"ready": ["a"], "not_ready": ["b"]}),
+    ("a wait without an answer is not ready", [waited("a", failed=True, msg="boom")], {},
+     {"ready": [], "not_ready": ["a"]}),
+    ("the performance gate's refusal counts as not ready", [waited("a", ready=True), waited("b", ready=True)],
+     {"b": "the performance gate refused release r2"}, {"ready": ["a"], "not_ready": ["b"]}),
+    ("nothing waited for", [], None, {"ready": [], "not_ready": []}),
+])
+def test_readiness(case, results, refused, want):
+    assert R.readiness(results, refused) == want, case
+
+
+WAVED = [{"name": n} for n in ("e1", "a", "b", "l1")]
+
+
+def order(results, refused=None, earlier=(), later=()):
+    return R.rollback_order(results, refused, WAVED, list(earlier), list(later))
+
+
+@pytest.mark.parametrize(("case", "steps", "want"), [
+    ("the failed one first, then the ready one of its wave",
+     order([waited("a", ready=True), waited("b", ready=False)]), [("b", False, False), ("a", True, False)]),
+    ("then the earlier waves' (ready), then the later waves' (untouched)",
+     order([waited("a", ready=False)], earlier=["e1"], later=["l1"]),
+     [("a", False, False), ("e1", True, False), ("l1", True, True)]),
+    ("a surge worker not ready: nothing of the wave waited, the wave counted with the later waves",
+     order([], earlier=["e1"], later=["a", "b", "l1"]),
+     [("e1", True, False), ("a", True, True), ("b", True, True), ("l1", True, True)]),
+    ("a refused instance goes first, as one not ready",
+     order([waited("a", ready=True), waited("b", ready=True)], {"a": "slower"}), [("a", False, False),
+                                                                                 ("b", True, False)]),
+])
+def test_rollback_order(case, steps, want):
+    assert [(s["instance"]["name"], s["was_ready"], s["untouched"]) for s in steps] == want, case
+
+
+def test_each_step_carries_its_readiness_answer_and_refusal():
+    steps = order([waited("a", ready=True), waited("b", ready=False, reason="crashed")], {"a": "slower"},
+                  earlier=["e1"])
+    assert [s["ready_result"].get("reason") for s in steps] == [None, "crashed", None]
+    assert [s["refusal"] for s in steps] == ["slower", "", ""]
+    assert steps[2]["ready_result"] == {} and steps[1]["instance"] == {"name": "b", "port": 30001}
+
+
+R1, R2 = "/opt/dflash/releases/r1", "/opt/dflash/releases/r2"
+TRUSTED_R1 = {"target": R1, "errors": []}
+
+
+def target(before=None, running=True, previous=TRUSTED_R1, exists=True):
+    current = [link("a", before)] if before else [item("a", stat={"exists": False})]
+    active = [item("a", status={"ActiveState": "active" if running else "failed"})]
+    return R.rollback_target("a", R2, current, active, previous, exists)
+
+
+@pytest.mark.parametrize(("case", "got", "want"), [
+    ("a new release: back to the trusted previous", target(before=R1), {"to": R1, "untrusted": []}),
+    ("the same release, running: only the configuration changed, the same release goes back",
+     target(before=R2), {"to": R2, "untrusted": []}),
+    ("the same release, not running: its previous", target(before=R2, running=False), {"to": R1, "untrusted": []}),
+    ("no current before (a first deploy) and a trusted previous", target(), {"to": R1, "untrusted": []}),
+    ("previous untrusted: nowhere, and why",
+     target(before=R1, previous={"target": "/srv/evil", "errors": ["previous resolves to /srv/evil, outside"]}),
+     {"to": "", "untrusted": ["previous resolves to /srv/evil, outside"]}),
+    ("no previous link: nowhere, nothing to say",
+     target(previous={"target": "", "errors": ["previous does not exist"]}, exists=False), {"to": "", "untrusted": []}),
+    ("previous is the failed release itself: nowhere", target(before=R1, previous={"target": R2, "errors": []}),
+     {"to": "", "untrusted": []}),
+])
+def test_rollback_target(case, got, want):
+    assert got == want, case
+
+
+def write(dest, name=None, backup=True):
+    result = {"dest": dest, "mode": "0640", "owner": "root", "group": "dflash", "changed": backup, "diff": "x"}
+    if backup:
+        result["backup_file"] = dest + ".1~"
+    return dict(result, item={"name": name}) if name else result
+
+
+@pytest.mark.parametrize(("case", "kwargs", "want"), [
+    ("nothing changed: nothing to restore", {"unit": write("/u", backup=False)}, []),
+    ("the shared unit template and launcher, and this instance's env file and drop-in",
+     {"unit": write("/u"), "launcher": write("/l"), "env": [write("/a.env", "a"), write("/b.env", "b")],
+      "dropin": [write("/a.d", "a"), write("/b.d", "b")]}, ["/u", "/l", "/a.env", "/a.d"]),
+    ("another instance's env file is not this one's", {"env": [write("/b.env", "b")]}, []),
+    ("a skipped write has no backup", {"unit": {"skipped": True}, "env": [{"skipped": True, "item": {"name": "a"}}]},
+     []),
+])
+def test_restore_files(case, kwargs, want):
+    assert [r["dest"] for r in R.restore_files("a", **kwargs)] == want, case
+
+
+def test_a_restored_file_keeps_its_backup_mode_and_owner_only():
+    assert R.restore_files("a", env=[write("/a.env", "a")]) == [
+        {"backup_file": "/a.env.1~", "dest": "/a.env", "mode": "0640", "owner": "root", "group": "dflash"}]
+
+
+U = "sglang-dflash@a.service"
+RESTORED = [{"dest": "/etc/dflash/a.env", "backup_file": "/etc/dflash/a.env.1~"}]
+
+
+def outcome(**kwargs):
+    return R.rollback_outcome(U, R2, **kwargs)
+
+
+@pytest.mark.parametrize(("case", "got", "line", "serving"), [
+    ("not ready, back to a healthy previous",
+     outcome(rollback_to=R1, restore=RESTORED, ready_result={"reason": "not ready within 5s"},
+             back={"ready": True}, exception="RuntimeError: boom", abi="ok"),
+     U + " did not become ready on release r2 (not ready within 5s): RuntimeError: boom; abi_check: ok; "
+         "restored /etc/dflash/a.env as before this run; rolled back to r1, which is healthy", True),
+    ("not ready, previous not healthy either",
+     outcome(rollback_to=R1, ready_result={"reason": "crashed"}, back={"ready": False, "reason": "crashed too"},
+             exception="no exception in the journal"),
+     U + " did not become ready on release r2 (crashed): no exception in the journal; abi_check: n/a; "
+         "rolled back to r1, which is NOT healthy either: crashed too", False),
+    ("not ready, the readiness check never ran, nothing to go back to",
+     outcome(), U + " did not become ready on release r2 (readiness check did not run): ; abi_check: n/a; "
+                    "no previous release: the instance was stopped", False),
+    ("not ready, previous untrusted: stopped, and why",
+     outcome(untrusted=["previous resolves to /srv/evil", "no marker"], ready_result={"reason": "x"},
+             exception="e"),
+     U + " did not become ready on release r2 (x): e; abi_check: n/a; no previous release (previous resolves to "
+         "/srv/evil; no marker): the instance was stopped", False),
+    ("refused by the performance gate",
+     outcome(rollback_to=R1, refusal="the performance gate refused release r2 against release r1: ITL +40%",
+             back={"ready": True}, restore=RESTORED),
+     U + " did not pass the performance gate: the performance gate refused release r2 against release r1: ITL "
+         "+40%; restored /etc/dflash/a.env as before this run; rolled back to r1, which is healthy", True),
+    ("ready, went back with the others",
+     outcome(was_ready=True, rollback_to=R1, restore=RESTORED, back={"ready": True}),
+     U + " was ready, and went back with the others: restored /etc/dflash/a.env as before this run; rolled back "
+         "to r1, which is healthy", True),
+    ("ready, nothing ran before it: left serving",
+     outcome(was_ready=True), U + " was ready on release r2, and is left serving it: nothing ran before it", True),
+    ("a later wave's, never restarted: current back",
+     outcome(was_ready=True, untouched=True, rollback_to=R1, restore=RESTORED),
+     U + " was not restarted by this run: restored /etc/dflash/a.env as before this run; current back at r1, "
+         "which it still runs", False),
+    ("a later wave's, nothing to point current back at",
+     outcome(was_ready=True, untouched=True),
+     U + " was not restarted by this run: no release to point current back at, so it runs this release at its "
+         "next restart", False),
+    ("flags as text, as a template may hand them over",
+     outcome(was_ready="True", untouched="False"),
+     U + " was ready on release r2, and is left serving it: nothing ran before it", True),
+])
+def test_rollback_outcome(case, got, line, serving):
+    assert got == {"line": line, "serving": serving}, case
