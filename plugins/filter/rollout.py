@@ -17,6 +17,8 @@ tested):
     {{ name | dflash.deploy.rollout_restore_files(unit, launcher, env, dropin) }}  ->  [{backup_file, dest, ...}]
     {{ unit | dflash.deploy.rollout_outcome(release_dir, rollback_to, restore, untrusted, was_ready, untouched,
          refusal, ready_result, back, exception, abi) }}  ->  {line, serving}
+    {{ surge_ready_results | dflash.deploy.rollout_surge_outcome(release_dir) }}  ->  {all_ready, report, failures}
+    {{ name | dflash.deploy.rollout_rollback_refusal(previous, current_source, previous_source) }}  ->  '' or why
 """
 from __future__ import annotations
 
@@ -27,7 +29,9 @@ from ansible_collections.dflash.deploy.plugins.plugin_utils.rollout import (
     restore_files,
     rollback_order,
     rollback_outcome,
+    rollback_refusal,
     rollback_target,
+    surge_outcome,
     wave_plan,
     waves_line,
 )
@@ -45,4 +49,6 @@ class FilterModule:
             "rollout_rollback_target": rollback_target,
             "rollout_restore_files": restore_files,
             "rollout_outcome": rollback_outcome,
+            "rollout_surge_outcome": surge_outcome,
+            "rollout_rollback_refusal": rollback_refusal,
         }

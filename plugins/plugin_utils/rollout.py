@@ -14,6 +14,8 @@ registered, as Ansible hands them over, and decide; they run nothing and change 
 - ``rollback_target``: where each instance goes back to (the release it ran, its trusted ``previous``, nowhere).
 - ``restore_files``: the configuration files it gets back from this run's backups.
 - ``rollback_outcome``: the operator's line for each instance of a roll-back, and whether it serves now.
+- ``surge_outcome``: whether a wave's surge workers serve, the operator's line for each, the failures' lines.
+- ``rollback_refusal``: why an on-purpose rollback (rollback.yml) is refused before anything stops.
 """
 
 from __future__ import annotations
@@ -265,3 +267,45 @@ def rollback_outcome(unit, release_dir, rollback_to="", restore=None, untrusted=
                 + "; abi_check: " + str(abi) + "; " + restored + rollback)
     serving = (not untouched and was_ready and not to) or (bool(to) and healthy)
     return {"line": line, "serving": serving}
+
+
+def surge_outcome(results, release_dir=""):
+    """What the wait for a wave's surge workers means: ``{all_ready, report, failures}``. ``results``:
+    instance_ready's loop results over the surge workers (``item``: each worker). ``all_ready``: every one
+    answered ready (they are then registered with their routers, and the wave restarts); ``report``: one
+    ``{name, line}`` per worker for the operator; ``failures``: the diagnosis' line of each one not ready
+    (the run then goes back before the wave's instances are touched)."""
+    report, failures, ready = [], [], 0
+    for result in results or []:
+        result = result if isinstance(result, dict) else {}
+        worker = result.get("item") if isinstance(result.get("item"), dict) else {}
+        name = worker.get("name")
+        if result.get("ready"):
+            ready += 1
+            said = ("ready on port " + str(worker.get("port")) + " (GPU " + ", ".join(str(g) for g in worker.get("gpus")
+                                                                                     or []) + ") after "
+                    + str(result.get("seconds")) + "s, registered with its router")
+        else:
+            said = "NOT ready: " + str(result.get("reason", "no answer"))
+        report.append({"name": name, "line": "surge: " + str(name) + " " + said})
+        if result.get("ready") not in (True,):  # rejectattr('ready', 'equalto', true)
+            failures.append("sglang-dflash@" + str(name) + ".service (a surge worker) did not become ready on release "
+                            + _basename(release_dir) + ": " + str(result.get("reason", "no answer")))
+    return {"all_ready": ready == len(results or []), "report": report, "failures": failures}
+
+
+def rollback_refusal(name, previous=None, current_source="", previous_source=""):
+    """Why an on-purpose rollback of instance ``name`` (rollback.yml) is refused before anything stops, or '':
+    its ``previous`` (trust.yml's answer, ``{target, errors}``) is not a trusted release, or it is the release
+    ``current`` runs (``current_source``, ``previous_source``: the links' targets)."""
+    previous = previous or {}
+    errors = list(previous.get("errors") or [])
+    if errors:
+        why = "; ".join(str(e) for e in errors)
+    elif _text(previous_source) == _text(current_source):
+        why = "previous is the release current runs (" + _text(previous.get("target")) + ")"
+    else:
+        return ""
+    # The line break is the one the YAML's folded message had (a more-indented line kept it): byte for byte.
+    return ("instance " + str(name) + ": no rollback, nothing was stopped: " + why
+            + ";\ndeploy the release you want instead")

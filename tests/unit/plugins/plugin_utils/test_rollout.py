@@ -286,3 +286,44 @@ def outcome(**kwargs):
 ])
 def test_rollback_outcome(case, got, line, serving):
     assert got == {"line": line, "serving": serving}, case
+
+
+SURGE = {"name": "q.surge", "port": 30005, "gpus": [5, 6]}
+
+
+def surge(**answer):
+    return dict(answer, item=SURGE)
+
+
+@pytest.mark.parametrize(("case", "results", "all_ready", "report", "failures"), [
+    ("ready: registered, the wave restarts", [surge(ready=True, seconds=12.5)], True,
+     ["surge: q.surge ready on port 30005 (GPU 5, 6) after 12.5s, registered with its router"], []),
+    ("not ready: the run goes back, the diagnosis names it", [surge(ready=False, reason="exited with status 1")],
+     False, ["surge: q.surge NOT ready: exited with status 1"],
+     ["sglang-dflash@q.surge.service (a surge worker) did not become ready on release r2: exited with status 1"]),
+    ("a wait without an answer", [surge(failed=True)], False, ["surge: q.surge NOT ready: no answer"],
+     ["sglang-dflash@q.surge.service (a surge worker) did not become ready on release r2: no answer"]),
+    ("one of two not ready: none serves", [surge(ready=True, seconds=3), surge(ready=False, reason="x")], False,
+     ["surge: q.surge ready on port 30005 (GPU 5, 6) after 3s, registered with its router",
+      "surge: q.surge NOT ready: x"],
+     ["sglang-dflash@q.surge.service (a surge worker) did not become ready on release r2: x"]),
+])
+def test_surge_outcome(case, results, all_ready, report, failures):
+    got = R.surge_outcome(results, R2)
+    assert (got["all_ready"], [r["line"] for r in got["report"]], got["failures"]) == (all_ready, report, failures), \
+        case
+
+
+@pytest.mark.parametrize(("case", "previous", "current", "prev", "want"), [
+    ("a trusted previous, another release: go", TRUSTED_R1, R2, R1, ""),
+    ("previous untrusted: refused, and why",
+     {"target": "/srv/evil", "errors": ["previous resolves to /srv/evil, outside /opt/dflash/releases/"]}, R2,
+     "/srv/evil", "instance a: no rollback, nothing was stopped: previous resolves to /srv/evil, outside "
+                  "/opt/dflash/releases/;\ndeploy the release you want instead"),
+    ("previous is what current runs: refused", TRUSTED_R1, R1, R1,
+     "instance a: no rollback, nothing was stopped: previous is the release current runs (" + R1 + ");\n"
+     "deploy the release you want instead"),
+    ("no current link, a trusted previous: go", TRUSTED_R1, "", R1, ""),
+])
+def test_rollback_refusal(case, previous, current, prev, want):
+    assert R.rollback_refusal("a", previous, current, prev) == want, case
