@@ -19,10 +19,15 @@ tested):
          refusal, ready_result, back, exception, abi) }}  ->  {line, serving}
     {{ surge_ready_results | dflash.deploy.rollout_surge_outcome(release_dir) }}  ->  {all_ready, report, failures}
     {{ name | dflash.deploy.rollout_rollback_refusal(previous, current_source, previous_source) }}  ->  '' or why
+    {{ current_results | dflash.deploy.rollout_previous_to_check(release_dir) }}  ->  the links to check
+    {{ current_results | dflash.deploy.rollout_keep_as_previous(release_dir, trusted, base_dir) }}
+      ->  {keep: [{name, target}], not_kept: [{name, line}]}
 """
 from __future__ import annotations
 
 from ansible_collections.dflash.deploy.plugins.plugin_utils.rollout import (
+    keep_as_previous,
+    previous_to_check,
     readiness,
     restart_set,
     restart_waves,
@@ -51,4 +56,6 @@ class FilterModule:
             "rollout_outcome": rollback_outcome,
             "rollout_surge_outcome": surge_outcome,
             "rollout_rollback_refusal": rollback_refusal,
+            "rollout_previous_to_check": previous_to_check,
+            "rollout_keep_as_previous": keep_as_previous,
         }

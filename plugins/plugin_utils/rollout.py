@@ -16,6 +16,7 @@ registered, as Ansible hands them over, and decide; they run nothing and change 
 - ``rollback_outcome``: the operator's line for each instance of a roll-back, and whether it serves now.
 - ``surge_outcome``: whether a wave's surge workers serve, the operator's line for each, the failures' lines.
 - ``rollback_refusal``: why an on-purpose rollback (rollback.yml) is refused before anything stops.
+- ``previous_to_check``, ``keep_as_previous``: which ``current`` becomes ``previous`` at the switch, and why not.
 """
 
 from __future__ import annotations
@@ -309,3 +310,33 @@ def rollback_refusal(name, previous=None, current_source="", previous_source="")
     # The line break is the one the YAML's folded message had (a more-indented line kept it): byte for byte.
     return ("instance " + str(name) + ": no rollback, nothing was stopped: " + why
             + ";\ndeploy the release you want instead")
+
+
+def _current_links(current):
+    """Each ``current`` stat with its instance: (name, stat), in order."""
+    return [(r["item"].get("name"), r.get("stat") or {}) for r in current or []
+            if isinstance(r, dict) and isinstance(r.get("item"), dict)]
+
+
+def previous_to_check(current, release_dir):
+    """The ``current`` stats (switch.yml's, before the flip) whose link names a release other than
+    ``release_dir``: each is checked (trust.yml) before it may become ``previous``."""
+    return [r for r in current or [] if isinstance(r, dict) and isinstance(r.get("item"), dict)
+            and (r.get("stat") or {}).get("islnk") and (r.get("stat") or {}).get("lnk_source") != release_dir]
+
+
+def keep_as_previous(current, release_dir, trusted=None, base_dir=""):
+    """What becomes each instance's ``previous`` when ``current`` flips to ``release_dir``: ``{keep: [{name,
+    target}], not_kept: [{name, line}]}``. The release ``current`` named before is kept when it is another release
+    and trust.yml found nothing wrong with it (``trusted``: its answers by link path,
+    ``<base_dir>/instances/<name>/current``); one it has not read is not kept. A ``current`` the check refused is
+    not kept, and the operator reads why: a later rollback would start it."""
+    trusted = trusted or {}
+    keep, not_kept = [], []
+    for name, stat in _current_links(current):
+        errors = (trusted.get(f"{base_dir}/instances/{name}/current") or {}).get("errors")
+        if errors:
+            not_kept.append({"name": name, "line": "not kept as previous: " + "; ".join(str(e) for e in errors)})
+        elif stat.get("islnk") and stat.get("lnk_source") != release_dir and errors is not None:
+            keep.append({"name": name, "target": stat.get("lnk_source")})
+    return {"keep": keep, "not_kept": not_kept}

@@ -327,3 +327,27 @@ def test_surge_outcome(case, results, all_ready, report, failures):
 ])
 def test_rollback_refusal(case, previous, current, prev, want):
     assert R.rollback_refusal("a", previous, current, prev) == want, case
+
+
+BASE = "/opt/dflash"
+CURRENTS = [link("a", R1), link("b", R2), link("c", "/srv/copy"), item("d", stat={"exists": True, "isdir": True}),
+            item("e", stat={"exists": False})]
+
+
+def trust(**errors):
+    return {f"{BASE}/instances/{n}/current": {"target": "", "errors": e} for n, e in errors.items()}
+
+
+def test_the_links_to_check_name_another_release():
+    assert [r["item"]["name"] for r in R.previous_to_check(CURRENTS, R2)] == ["a", "c"]
+
+
+@pytest.mark.parametrize(("case", "trusted", "keep", "not_kept"), [
+    ("a trusted other release is kept; the one switched to, a directory, none: not", trust(a=[], c=["a copy"]),
+     [{"name": "a", "target": R1}], [{"name": "c", "line": "not kept as previous: a copy"}]),
+    ("a link the check did not read is not kept", {}, [], []),
+    ("refused for several reasons: one line", trust(a=["outside the layout", "no marker"]), [],
+     [{"name": "a", "line": "not kept as previous: outside the layout; no marker"}]),
+])
+def test_keep_as_previous(case, trusted, keep, not_kept):
+    assert R.keep_as_previous(CURRENTS, R2, trusted, BASE) == {"keep": keep, "not_kept": not_kept}, case
