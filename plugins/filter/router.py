@@ -13,7 +13,8 @@
     {{ plan | dflash.deploy.router_host_ports }}
       ->  [{name, port, unit}, ...]  (a managed router's port and metrics port, for host_preflight)
 
-Restart in waves (sglang_service's readiness.yml), so that a model keeps a worker while its instances restart:
+Restart in waves, so that a model keeps a worker while its instances restart (the decision is
+plugins/plugin_utils/rollout.py's restart_waves; sglang_service's readiness.yml calls rollout_wave_plan):
 
     {{ _sglang_service_present | dflash.deploy.router_restart_waves(names, sglang_router_enabled) }}
       ->  [[name, ...], ...]  (wave k: the k-th instance to restart of each served model)
@@ -49,6 +50,7 @@ from __future__ import annotations
 import re
 
 from ansible_collections.dflash.deploy.plugins.filter.instances import SAFE_ACCOUNT, SAFE_PATH, as_int
+from ansible_collections.dflash.deploy.plugins.plugin_utils.rollout import restart_waves as router_restart_waves
 
 MODES = ("managed", "external")
 POLICIES = ("cache_aware", "random", "round_robin", "power_of_two", "manual")
@@ -271,31 +273,6 @@ def router_host_ports(plan: list) -> list:
             if item.get(key) is not None:
                 out.append({"name": f"the router of {item['model']!r} ({what})", "port": int(item[key]), "unit": unit})
     return out
-
-
-def router_restart_waves(instances: list, names: list, enabled: bool = True) -> list:
-    """The instances ``names`` (in that order) split into restart waves: wave k holds the k-th of them of each
-    served model, so two instances of one model never restart together and the model's router keeps a worker
-    while each restarts (the other is registered again before the next wave drains). With the router off
-    (``enabled`` false) there is nothing to keep serving: one wave of all. A name that is not a present
-    instance, or one without a served model, goes in the first wave. No names: no wave."""
-    names = list(dict.fromkeys(str(n) for n in names or []))
-    if not names:
-        return []
-    if not enabled:
-        return [names]
-    model_of = {str(i.get("name")): str(i.get("served_model_name") or "") for i in instances or []}
-    waves: list = []
-    seen: dict = {}
-    for name in names:
-        model = model_of.get(name, "")
-        k = seen.get(model, 0) if model else 0
-        if model:
-            seen[model] = k + 1
-        while len(waves) <= k:
-            waves.append([])
-        waves[k].append(name)
-    return waves
 
 
 def router_drain_targets(plan: list, instances: list, names: list, worker_host: str = "127.0.0.1") -> list:

@@ -49,9 +49,12 @@ def run(root: Path, variables: dict, between=(), ready=True):
     facts.unlink(missing_ok=True)
     play = [{"name": "Drain around a restart", "hosts": "localhost", "gather_facts": False,
              "vars": {"sglang_service_config_dir": str(root / "etc"), **variables,
-                      # one wave of the instances restarted, unless the steps decide the waves (WAVES)
-                      **({} if WAVES in between else
-                         {"_sglang_service_wave": variables.get("_sglang_service_restart", [])})},
+                      # one wave of the instances restarted (as rollout_wave_plan plans it: drained with the
+                      # router on), unless the steps decide the waves (WAVES)
+                      **({} if WAVES in between else {"_sglang_service_wave_plan": {
+                          "restart": variables.get("_sglang_service_restart", []),
+                          "drain": variables.get("_sglang_service_restart", [])
+                          if variables.get("sglang_router_enabled") else []}})},
              "tasks": [*([] if WAVES in between else [DRAIN]), *between,
                        *([] if WAVES in between or not ready else [REJOIN]), *([NOTE] if ready else []), {
                  "name": "Keep the facts", "ansible.builtin.copy": {
@@ -129,11 +132,11 @@ def test_two_instances_of_one_model_restart_in_two_waves_and_the_router_keeps_on
         listing = {"name": "The restart: what the router has", "register": "listing",
                    "ansible.builtin.uri": {"url": url + "/workers", "use_proxy": False}}
         keep_it = {"name": "Keep it", "ansible.builtin.set_fact": {
-            "seen": "{{ seen | default([]) + [{'wave': _sglang_service_wave,"
+            "seen": "{{ seen | default([]) + [{'wave': _sglang_service_wave_plan.restart,"
                     " 'workers': listing.json.workers | map(attribute='url') | sort}] }}"}}
         (root / "wave.yml").write_text(yaml.safe_dump([DRAIN, listing, keep_it, REJOIN]))
         loop = {"name": "The waves", "ansible.builtin.include_tasks": str(root / "wave.yml"),
-                "loop": "{{ _sglang_service_waves }}", "loop_control": {"loop_var": "_sglang_service_wave"}}
+                "loop": "{{ _sglang_service_wave_plans }}", "loop_control": {"loop_var": "_sglang_service_wave_plan"}}
         keep = {"name": "Keep what each wave saw", "ansible.builtin.copy": {
             "dest": str(root / "waves.json"), "mode": "0644",
             "content": "{{ {'waves': _sglang_service_waves, 'seen': seen} | to_json }}"}}
