@@ -24,9 +24,9 @@ import shlex
 
 from ansible.errors import AnsibleFilterError
 from ansible_collections.dflash.deploy.plugins.filter.controller import artifact_store, controller_command
+from ansible_collections.dflash.deploy.plugins.module_utils import uv_env as U
 from ansible_collections.dflash.deploy.plugins.module_utils.converged import key as K
 from ansible_collections.dflash.deploy.plugins.module_utils.converged import store as S
-from ansible_collections.dflash.deploy.plugins.module_utils import uv_env as U
 
 COLLECTION_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

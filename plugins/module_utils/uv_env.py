@@ -24,7 +24,6 @@ Pure; standard library only.
 from __future__ import annotations
 
 import re
-
 from urllib.parse import unquote
 
 MASK = "***"

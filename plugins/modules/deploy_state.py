@@ -195,12 +195,12 @@ import traceback
 from ansible.module_utils.basic import AnsibleModule
 
 try:
+    from ansible_collections.dflash.deploy.plugins.module_utils import uv_env as U
     from ansible_collections.dflash.deploy.plugins.module_utils.converged import compare as C
     from ansible_collections.dflash.deploy.plugins.module_utils.converged import observe as O
     from ansible_collections.dflash.deploy.plugins.module_utils.converged import store as S
     from ansible_collections.dflash.deploy.plugins.module_utils.host import layout as L
     from ansible_collections.dflash.deploy.plugins.module_utils.host.programs import find_program
-    from ansible_collections.dflash.deploy.plugins.module_utils import uv_env as U
     IMPORT_ERROR = None
 except ImportError:
     IMPORT_ERROR = traceback.format_exc()

@@ -136,8 +136,8 @@ import traceback
 from ansible.module_utils.basic import AnsibleModule
 
 try:
-    from ansible_collections.dflash.deploy.plugins.module_utils.host import preflight as PF
     from ansible_collections.dflash.deploy.plugins.module_utils import uv_env as U
+    from ansible_collections.dflash.deploy.plugins.module_utils.host import preflight as PF
     IMPORT_ERROR = None
 except ImportError:
     IMPORT_ERROR = traceback.format_exc()

@@ -39,7 +39,8 @@ options:
     default: {}
 notes:
   - Check mode runs nothing and reports C(skipped); a task that only reads (C(uv pip compile), C(uv pip freeze)),
-    or passes uv's C(--dry-run) in check mode, sets C(check_mode: false) as it would with M(ansible.builtin.command).
+    or passes uv's C(--dry-run) in check mode, turns check mode off for itself (the task keyword C(check_mode)
+    set to false), as it would with M(ansible.builtin.command).
   - No diff.
 seealso:
   - module: ansible.builtin.command

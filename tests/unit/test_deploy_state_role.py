@@ -97,7 +97,8 @@ def test_the_check_runs_the_command_sglang_venv_runs_and_records(tmp_path):
     creds = results["credentials"]["msg"]["ours"]
     assert "s3cr3t-T0ken" not in json.dumps(creds["argv"]) and "hunter22" not in json.dumps(creds["argv"])
     assert creds["env"]["UV_DEFAULT_INDEX"] == "https://deploy:s3cr3t-T0ken@127.0.0.1:9/simple"
-    assert creds["env"]["https_proxy"] == "http://ops:hunter22@127.0.0.1:3128" and creds["env"]["NO_PROXY"] == "localhost"
+    assert creds["env"]["https_proxy"] == "http://ops:hunter22@127.0.0.1:3128"
+    assert creds["env"]["NO_PROXY"] == "localhost"
     assert results["requirements"]["msg"]["ours"]["stdin"] == "sglang[all]==0.5.9\nnvidia-cuda-runtime==13.0.96"
 
 

@@ -21,7 +21,8 @@ def test_the_index_and_extra_indexes_become_uv_s_environment_in_order():
     assert F.uv_index_env(INDEX) == {"UV_DEFAULT_INDEX": INDEX}
 
 
-@pytest.mark.parametrize("proxy", [{}, None, {"https_proxy": "http://u:p@proxy:3128", "NO_PROXY": "localhost,10.0.0.0/8"},
+@pytest.mark.parametrize("proxy", [{}, None,
+                                   {"https_proxy": "http://u:p@proxy:3128", "NO_PROXY": "localhost,10.0.0.0/8"},
                                    {"HTTP_PROXY": "", "all_proxy": "socks5://proxy:1080"}])
 def test_proxy_variables_uv_reads_pass(proxy):
     assert U.proxy_env_error(proxy) == ""
@@ -39,7 +40,8 @@ def test_proxy_variables_uv_reads_pass(proxy):
 def test_anything_else_is_refused_in_one_line_without_the_value(proxy, message):
     assert U.proxy_env_error(proxy) == message
     assert "\n" not in message and "hunter22" not in message
-    assert F.proxy_env_error(proxy, "sglang_venv_proxy_env") == message.replace("dflash_proxy_env", "sglang_venv_proxy_env")
+    renamed = message.replace("dflash_proxy_env", "sglang_venv_proxy_env")
+    assert F.proxy_env_error(proxy, "sglang_venv_proxy_env") == renamed
 
 
 def test_credentials_are_written_as_stars_in_text_and_lists():

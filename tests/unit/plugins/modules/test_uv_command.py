@@ -38,7 +38,8 @@ def test_the_index_reaches_uv_in_its_environment_never_its_command_line(tmp_path
                                         "env": env, "_ansible_inject_invocation": True})
     assert rc == 0, out
     seen = json.loads((tmp_path / "seen.json").read_text())
-    assert seen["cmdline"][-3:-1] == ["compile", "-"] and not any(TOKEN in a or "hunter22" in a for a in seen["cmdline"])
+    assert seen["cmdline"][-3:-1] == ["compile", "-"]
+    assert not any(TOKEN in a or "hunter22" in a for a in seen["cmdline"])
     assert {k: seen["env"][k] for k in env} == env and seen["stdin"] == "sglang==0.5.11"
     assert out["stdout"] == "pkg==1.0" and out["cmd"] == [str(prog), "pip", "compile", "-"]
     text = json.dumps(out)
@@ -60,4 +61,5 @@ def test_check_mode_runs_nothing_and_a_missing_program_is_one_line(tmp_path):
     rc, out = run_module("uv_command", {"argv": [str(prog)], "env": {}}, check=True)
     assert rc == 0 and out["skipped"] is True and not (tmp_path / "seen.json").exists()
     rc, out = run_module("uv_command", {"argv": [str(tmp_path / "nothing")]})
-    assert rc == 1 and out["msg"] == "nothing exited (not started): %s: No such file or directory" % (tmp_path / "nothing")
+    assert rc == 1
+    assert out["msg"] == "nothing exited (not started): %s: No such file or directory" % (tmp_path / "nothing")
