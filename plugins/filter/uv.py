@@ -6,6 +6,8 @@
       ->  {UV_DEFAULT_INDEX: ..., UV_INDEX: '...'}: what M(dflash.deploy.uv_command) gives uv
     {{ dflash_proxy_env | dflash.deploy.proxy_env_error('dflash_proxy_env') }}
       ->  '' or one line: a key that is no proxy variable, a value that is not a one-line string
+    {{ [sglang_venv_index_url, sglang_venv_proxy_env] | dflash.deploy.has_credentials }}
+      ->  whether a URL in it carries userinfo (the no_log of a task whose result would print it)
     {{ url | dflash.deploy.url_redact }}
       ->  the URL (or text, or list) with every userinfo written *** (for messages and records)
 """
@@ -28,6 +30,11 @@ def url_redact(value):
     return U.redact_urls(value)
 
 
+def has_credentials(value):
+    return U.has_credentials(value)
+
+
 class FilterModule:
     def filters(self):
-        return {"uv_index_env": uv_index_env, "proxy_env_error": proxy_env_error, "url_redact": url_redact}
+        return {"uv_index_env": uv_index_env, "proxy_env_error": proxy_env_error, "url_redact": url_redact,
+                "has_credentials": has_credentials}

@@ -14,6 +14,7 @@ only through its environment, given to M(dflash.deploy.uv_command) as a module o
 - ``proxy_env_error``: the operator's proxy variables checked in one line (names, one-line strings).
 - ``redact_urls`` / ``redact_url_list``: every ``scheme://userinfo@`` written ``scheme://***@`` (for
   messages and records).
+- ``has_credentials``: whether any URL in a value carries userinfo (a task printing it is then ``no_log``).
 - ``secrets``: the credential parts of an environment, for a module to mask in all it returns.
 - ``host_config_files`` / ``host_config_error``: uv and pip configuration files of the host, which
   uv is told to ignore (``UV_NO_CONFIG``): refused with a line naming the file and what to set.
@@ -92,6 +93,16 @@ def redact_urls(text):
 def redact_url_list(values):
     """redact_urls over a list (an index list for a record)."""
     return [redact_urls(v) for v in values or []]
+
+
+def has_credentials(value):
+    """Whether a URL with userinfo is anywhere in ``value`` (a string, or lists and dicts of them): a task
+    whose result would print it is no_log only then."""
+    if isinstance(value, dict):
+        return any(has_credentials(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return any(has_credentials(v) for v in value)
+    return isinstance(value, str) and _USERINFO.search(value) is not None
 
 
 def secrets(env):

@@ -83,7 +83,15 @@ def test_the_check_runs_the_command_sglang_venv_runs_and_records(tmp_path):
     play = [{"hosts": "all", "gather_facts": False, "roles": ["lockprobe"]}]
     proc = _playbook(tmp_path, play, inventory)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-3000:]
-    results = json.loads(proc.stdout[proc.stdout.index("{"):])["plays"][0]["tasks"][-1]["hosts"]
+    tasks = json.loads(proc.stdout[proc.stdout.index("{"):])["plays"][0]["tasks"]
+    results = tasks[-1]["hosts"]
+    # -v prints a set_fact's facts: the role's tasks that hold the index or the proxy hide them (no_log) when a URL
+    # has credentials, and only then; only this test's own two tasks (its fact and its debug of both commands)
+    # show the token (deploy_state gives the command to its module directly, no fact)
+    printing = [t["task"]["name"] for t in tasks if "s3cr3t-T0ken" in json.dumps(t["hosts"].get("credentials"))]
+    assert printing == ["lockprobe : Ours", "lockprobe : Both"]
+    named = [t for t in tasks if t["task"]["name"] == "lockprobe : Name the lock command"][0]["hosts"]
+    assert "censored" in json.dumps(named["credentials"]) and "censored" not in json.dumps(named["index"])
     assert sorted(results) == sorted(HOSTS)
     for name, result in results.items():
         ours, theirs = result["msg"]["ours"], result["msg"]["theirs"]

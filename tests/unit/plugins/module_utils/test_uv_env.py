@@ -53,6 +53,13 @@ def test_credentials_are_written_as_stars_in_text_and_lists():
     assert F.url_redact(None) is None
 
 
+def test_a_url_with_credentials_is_found_anywhere_in_a_value():
+    assert U.has_credentials(["", [], {"https_proxy": "http://u:p@proxy:3128"}]) is True
+    assert U.has_credentials([INDEX]) is True and F.has_credentials(INDEX) is True
+    assert U.has_credentials(["http://127.0.0.1:9/simple", ["http://127.0.0.1:9/a"], {"no_proxy": "a@b"}]) is False
+    assert U.has_credentials(None) is False
+
+
 def test_the_secrets_to_mask_are_the_userinfo_and_the_password_longest_first():
     env = {"UV_DEFAULT_INDEX": INDEX, "https_proxy": "http://ops:p%40ss-word@proxy:3128", "UV_NO_CONFIG": "1",
            "UV_INDEX": "http://a:b@127.0.0.1:9/short"}
