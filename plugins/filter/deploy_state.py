@@ -24,6 +24,7 @@ import shlex
 
 from ansible.errors import AnsibleFilterError
 from ansible_collections.dflash.deploy.plugins.filter.controller import artifact_store, controller_command
+from ansible_collections.dflash.deploy.plugins.module_utils import uv_env as U
 from ansible_collections.dflash.deploy.plugins.module_utils.converged import key as K
 from ansible_collections.dflash.deploy.plugins.module_utils.converged import store as S
 
@@ -85,7 +86,7 @@ def deploy_state_request(instances, config_files, layout, settings):
 LOCK_VARS = ("host_layout_base_dir", "dflash_source", "sglang_venv_base_dir", "sglang_venv_uv_path",
              "sglang_venv_python", "sglang_venv_dflash_source", "sglang_venv_sglang_version",
              "sglang_venv_overlay_base", "sglang_venv_requirements", "sglang_venv_source", "sglang_venv_index_url",
-             "sglang_venv_extra_index_urls")
+             "sglang_venv_extra_index_urls", "dflash_proxy_env", "sglang_venv_proxy_env")
 LOCK_SCRIPT = """set -euo pipefail
 uv=%s
 py=$("$uv" python find --system %s)
@@ -103,18 +104,19 @@ def lock_command(values):
     requirements = values["sglang_venv_requirements"] if "sglang_venv_requirements" in values else (
         ["sglang==" + str(values.get("sglang_venv_sglang_version", "0.5.11"))] if dflash_source == "upstream"
         else [values.get("sglang_venv_overlay_base", "sglang[all]==0.5.9")])
+    # the indexes and proxies reach uv through its environment, never its command line (security m4)
     if values.get("sglang_venv_source", "index") == "wheelhouse":
-        index_args = ["--no-index", "--find-links", base + "/artifacts/wheelhouse"]
+        index_args, index_env = ["--no-index", "--find-links", base + "/artifacts/wheelhouse"], {}
     else:
-        url = values.get("sglang_venv_index_url", "")
-        index_args = (["--index-url", url] if url else []) + [
-            "--extra-index-url=" + u for u in values.get("sglang_venv_extra_index_urls") or []]
+        index_args = []
+        index_env = U.index_env(values.get("sglang_venv_index_url", ""), values.get("sglang_venv_extra_index_urls"))
+    index_env.update(values.get("sglang_venv_proxy_env", values.get("dflash_proxy_env")) or {})
     script = LOCK_SCRIPT % (shlex.quote(values.get("sglang_venv_uv_path", base + "/tools/uv")),
                             shlex.quote(str(values.get("sglang_venv_python", "python3"))),
                             " ".join(shlex.quote(a) for a in index_args))
     return {"argv": ["/bin/bash", "-c", script], "stdin": "\n".join(str(r) for r in requirements),
-            "env": {"UV_CACHE_DIR": base + "/cache/uv", "UV_PYTHON_DOWNLOADS": "never", "UV_NO_CONFIG": "1",
-                    "UV_NO_PROGRESS": "1"}}
+            "env": dict({"UV_CACHE_DIR": base + "/cache/uv", "UV_PYTHON_DOWNLOADS": "never", "UV_NO_CONFIG": "1",
+                         "UV_NO_PROGRESS": "1"}, **index_env)}
 
 
 def deploy_state_lock_command(hostvars):

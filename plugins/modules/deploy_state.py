@@ -127,6 +127,8 @@ options:
     default: 30
 notes:
   - The record holds no secret. An env file is kept as its sha256, the lock command as its sha256.
+  - The module logs none of its arguments to the journal; the credentials of an index or proxy URL in the
+    command's C(env) are masked in all it returns.
   - A write by root that keeps a file's size and puts its old modification time back is not seen in a release
     tree (as for M(dflash.deploy.release_fingerprint)); configuration files are compared by contents.
 seealso:
@@ -193,6 +195,7 @@ import traceback
 from ansible.module_utils.basic import AnsibleModule
 
 try:
+    from ansible_collections.dflash.deploy.plugins.module_utils import uv_env as U
     from ansible_collections.dflash.deploy.plugins.module_utils.converged import compare as C
     from ansible_collections.dflash.deploy.plugins.module_utils.converged import observe as O
     from ansible_collections.dflash.deploy.plugins.module_utils.converged import store as S
@@ -316,9 +319,12 @@ def main():
         ),
         required_if=[("state", "check", ["key"]), ("state", "recorded", ["key"])],
         supports_check_mode=True,
+        no_log=True,  # the command's env may hold index or proxy credentials: no journal line of the arguments
     )
     if IMPORT_ERROR:
         module.fail_json(msg="dflash.deploy module_utils could not be imported", exception=IMPORT_ERROR)
+    # masked in all the module returns (the invocation shown at -vvv among it)
+    module.no_log_values.update(U.secrets((module.params["command"] or {}).get("env") or {}))
     start = time.monotonic()
     p = module.params
     path = p["path"]

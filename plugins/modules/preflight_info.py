@@ -14,6 +14,7 @@ description:
     process's C(/proc/<pid>/fd)), each with its command name and the systemd unit its cgroup names; the same
     for the GPU processes nvidia-smi listed on its GPUs; which of its model directories hold no C(config.json).
   - Reads the free space of O(base_dir), or of its nearest existing parent when it is not made yet.
+  - Lists the host's own uv and pip configuration files (RV(config_files)), which the deploy's uv would ignore.
   - Where another user's C(/proc/<pid>/fd) cannot be read (no C(CAP_SYS_PTRACE), as in containers), a
     listening socket is reported by its uid; it is attributed to the instance's unit only when that uid is
     O(service_user)'s and C(/usr/bin/systemctl is-active) says the unit is active.
@@ -108,6 +109,19 @@ models:
   returned: always
   type: dict
   sample: {"qwen3-8b": ["/srv/models/Qwen3-8B-DFlash-b16"]}
+config_files:
+  description:
+    - The host's own uv and pip configuration files (C(/etc/uv/uv.toml), root's C(~/.config/uv/uv.toml),
+      C(/etc/pip.conf), root's C(pip.conf), ...), each with what it configures (C(uv) or C(pip)). The deploy runs uv
+      with C(UV_NO_CONFIG=1), so it would ignore them; dflash.deploy.host_preflight refuses (or warns about) them.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"path": "/etc/uv/uv.toml", "kind": "uv"}]
+config_message:
+  description: One line naming those files and the variables to set instead; empty when there is none.
+  returned: always
+  type: str
 disk:
   description: The directory whose free space was read (O(base_dir) or its nearest existing parent) and its free GB.
   returned: always
@@ -115,11 +129,14 @@ disk:
   sample: {"path": "/opt", "free_gb": 812.4}
 """
 
+import os
+import pwd
 import traceback
 
 from ansible.module_utils.basic import AnsibleModule
 
 try:
+    from ansible_collections.dflash.deploy.plugins.module_utils import uv_env as U
     from ansible_collections.dflash.deploy.plugins.module_utils.host import preflight as PF
     IMPORT_ERROR = None
 except ImportError:
@@ -149,6 +166,13 @@ def main():
     except OSError as exc:
         module.fail_json(msg="preflight_info could not read %s: %s" % (exc.filename or p["base_dir"],
                                                                        exc.strerror or exc), changed=False)
+    try:
+        home = pwd.getpwnam("root").pw_dir
+    except KeyError:
+        home = "/root"
+    found = U.host_config_files(os.path.exists, home)
+    result.update(config_files=[{"path": path, "kind": kind} for path, kind in found],
+                  config_message=U.host_config_error(found))
     module.exit_json(changed=False, **result)
 
 

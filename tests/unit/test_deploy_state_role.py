@@ -29,6 +29,10 @@ HOSTS = {
     "index": {"sglang_venv_index_url": "http://127.0.0.1:9/simple", "sglang_venv_extra_index_urls":
               ["http://127.0.0.1:9/a b", "http://127.0.0.1:9/it's"], "sglang_venv_sglang_version": "0.5.12",
               "sglang_venv_uv_path": "/opt/uv dir/uv"},
+    # security m4 and issue 44 item 4: credentials in the index and the proxy, from the collection-wide variable
+    "credentials": {"sglang_venv_index_url": "https://deploy:s3cr3t-T0ken@127.0.0.1:9/simple",
+                    "sglang_venv_extra_index_urls": ["https://deploy:s3cr3t-T0ken@127.0.0.1:9/extra"],
+                    "dflash_proxy_env": {"https_proxy": "http://ops:hunter22@127.0.0.1:3128", "NO_PROXY": "localhost"}},
     "requirements": {"sglang_venv_requirements": ["sglang[all]==0.5.9", "nvidia-cuda-runtime==13.0.96"],
                      "lab_index": "http://127.0.0.1:9/lab", "sglang_venv_index_url": "{{ lab_index }}/simple"},
 }
@@ -67,7 +71,7 @@ def test_the_check_runs_the_command_sglang_venv_runs_and_records(tmp_path):
         {"name": "Ours", "ansible.builtin.set_fact": {
             "ours": "{{ hostvars[inventory_hostname] | dflash.deploy.deploy_state_lock_command }}"}},
         uv_facts,
-        _task("roles/sglang_venv/tasks/package_lock.yml", "Set the uv index arguments"),
+        _task("roles/sglang_venv/tasks/package_lock.yml", "Set the uv index arguments and environment"),
         _task("roles/sglang_venv/tasks/package_lock.yml", "Name the lock command"),
         {"name": "Both", "ansible.builtin.debug": {"msg": {"ours": "{{ ours }}",
                                                            "theirs": "{{ sglang_venv_lock_command }}"}}},
@@ -79,14 +83,30 @@ def test_the_check_runs_the_command_sglang_venv_runs_and_records(tmp_path):
     play = [{"hosts": "all", "gather_facts": False, "roles": ["lockprobe"]}]
     proc = _playbook(tmp_path, play, inventory)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-3000:]
-    results = json.loads(proc.stdout[proc.stdout.index("{"):])["plays"][0]["tasks"][-1]["hosts"]
+    tasks = json.loads(proc.stdout[proc.stdout.index("{"):])["plays"][0]["tasks"]
+    results = tasks[-1]["hosts"]
+    # -v prints a set_fact's facts: the role's tasks that hold the index or the proxy hide them (no_log) when a URL
+    # has credentials, and only then; only this test's own two tasks (its fact and its debug of both commands)
+    # show the token (deploy_state gives the command to its module directly, no fact)
+    printing = [t["task"]["name"] for t in tasks if "s3cr3t-T0ken" in json.dumps(t["hosts"].get("credentials"))]
+    assert printing == ["lockprobe : Ours", "lockprobe : Both"]
+    named = [t for t in tasks if t["task"]["name"] == "lockprobe : Name the lock command"][0]["hosts"]
+    assert "censored" in json.dumps(named["credentials"]) and "censored" not in json.dumps(named["index"])
     assert sorted(results) == sorted(HOSTS)
     for name, result in results.items():
         ours, theirs = result["msg"]["ours"], result["msg"]["theirs"]
         assert ours and ours["argv"], name
         assert ours == theirs, name
     assert "--no-index" in results["wheelhouse"]["msg"]["ours"]["argv"][2]
-    assert "'--extra-index-url=http://127.0.0.1:9/a b'" in results["index"]["msg"]["ours"]["argv"][2]
+    # the indexes are uv's environment, in the order they are searched; never its command line
+    assert results["index"]["msg"]["ours"]["env"]["UV_DEFAULT_INDEX"] == "http://127.0.0.1:9/simple"
+    assert results["index"]["msg"]["ours"]["env"]["UV_INDEX"] == "http://127.0.0.1:9/a%20b http://127.0.0.1:9/it's"
+    assert "index-url" not in results["index"]["msg"]["ours"]["argv"][2]
+    creds = results["credentials"]["msg"]["ours"]
+    assert "s3cr3t-T0ken" not in json.dumps(creds["argv"]) and "hunter22" not in json.dumps(creds["argv"])
+    assert creds["env"]["UV_DEFAULT_INDEX"] == "https://deploy:s3cr3t-T0ken@127.0.0.1:9/simple"
+    assert creds["env"]["https_proxy"] == "http://ops:hunter22@127.0.0.1:3128"
+    assert creds["env"]["NO_PROXY"] == "localhost"
     assert results["requirements"]["msg"]["ours"]["stdin"] == "sglang[all]==0.5.9\nnvidia-cuda-runtime==13.0.96"
 
 

@@ -396,3 +396,22 @@ def test_a_directory_above_what_the_record_keeps_made_writable_ends_the_check(ho
     assert out["converged"] is False and out["checks"] == 2, out
     assert out["reasons"] == [f"host layout: {opt} is writable by others (mode 0777): whoever can write it "
                               "can replace what is below it; chmod go-w it"], out
+
+
+def test_an_index_with_credentials_stays_out_of_the_record_and_a_new_index_is_seen(host):
+    """Security m4: the lock command's env names the index (UV_DEFAULT_INDEX) with a token. The record keeps
+    only digests (no token, no URL), the module's answer masks the token, and a check given another index is
+    not converged (the fast path still sees a change of index)."""
+    token = "s3cr3t-T0ken"
+    command = dict(host["args"]["command"], env={"UV_DEFAULT_INDEX": f"https://deploy:{token}@127.0.0.1:9/simple"})
+    host["args"]["command"] = command
+    rc, out = run_module("deploy_state", dict(host["args"], state="recorded", _ansible_inject_invocation=True))
+    assert rc == 0 and out["changed"] is True, out
+    assert token not in json.dumps(out) and "********" in json.dumps(out["invocation"])
+    text = Path(host["args"]["path"]).read_text()
+    assert token not in text and "127.0.0.1:9" not in text
+    assert check(host)["converged"] is True
+    other = dict(command, env={"UV_DEFAULT_INDEX": "https://deploy:other-T0ken@127.0.0.1:9/simple"})
+    out = check(host, command=other)
+    assert out["converged"] is False and token not in json.dumps(out)
+    assert out["reasons"] == ["the package lock (uv pip compile) itself changed since the last completed deploy"]

@@ -53,3 +53,18 @@ def test_a_port_that_is_not_one_is_refused_in_one_line():
     rc, out = run_module("preflight_info", {"ports": {"a": "http"}})
     assert rc == 1 and out["failed"] is True and out["changed"] is False
     assert out["msg"] == "preflight_info: ports: instance a: 'http' is not a TCP port"
+
+
+def test_the_host_s_own_uv_and_pip_configuration_is_listed_and_named():
+    """Issue 44 item 4: the files this machine has among the uv and pip configuration the deploy's uv would ignore
+    (UV_NO_CONFIG) are listed, and the message names each (empty when there is none)."""
+    import pwd
+    home = pwd.getpwnam("root").pw_dir
+    candidates = ["/etc/uv/uv.toml", "/etc/xdg/uv/uv.toml", home + "/.config/uv/uv.toml", "/etc/pip.conf",
+                  "/etc/xdg/pip/pip.conf", home + "/.config/pip/pip.conf", home + "/.pip/pip.conf"]
+    rc, out = run_module("preflight_info", {})
+    assert rc == 0, out
+    assert [f["path"] for f in out["config_files"]] == [p for p in candidates if os.path.exists(p)]
+    assert all(f["kind"] == ("uv" if f["path"].endswith("uv.toml") else "pip") for f in out["config_files"])
+    assert (out["config_message"] == "") == (out["config_files"] == [])
+    assert all(f["path"] in out["config_message"] for f in out["config_files"])
