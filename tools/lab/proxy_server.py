@@ -8,11 +8,13 @@ It forwards plain-HTTP requests written with an absolute URI (``GET http://host:
 configured with ``http_proxy`` sends them) to the addresses ``--allow`` names, and refuses any other
 destination (403) and ``CONNECT``: the lab has no route out, and the proxy must not become one. Each
 request is logged as one line, ``<client> <method> <url> <status>``, so a test can tell what went
-through it. Standard library only.
+through it. With ``--auth user:password`` it asks for them (407 without ``Proxy-Authorization: Basic``,
+as a company proxy does). Standard library only.
 """
 from __future__ import annotations
 
 import argparse
+import base64
 import http.client
 import http.server
 import threading
@@ -25,6 +27,7 @@ HOP_BY_HOP = {"connection", "keep-alive", "proxy-authenticate", "proxy-authoriza
 
 class Proxy(http.server.BaseHTTPRequestHandler):
     allow: set = set()
+    auth: str = ""
     log_path: Path | None = None
     lock = threading.Lock()
 
@@ -34,6 +37,14 @@ class Proxy(http.server.BaseHTTPRequestHandler):
                 f.write(f"{self.client_address[0]} {self.command} {self.path} {status}\n")
 
     def _forward(self, body: bool) -> None:
+        if self.auth and self.headers.get("Proxy-Authorization", "") != \
+                "Basic " + base64.b64encode(self.auth.encode()).decode():
+            self._log(407)
+            self.send_response(407)
+            self.send_header("Proxy-Authenticate", 'Basic realm="lab"')
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
         url = urllib.parse.urlsplit(self.path)
         target = f"{url.hostname}:{url.port or 80}"
         if url.scheme != "http" or target not in self.allow:
@@ -83,8 +94,10 @@ def main() -> None:
     p.add_argument("--port", type=int, required=True)
     p.add_argument("--allow", action="append", required=True, help="host:port the proxy forwards to")
     p.add_argument("--log", type=Path)
+    p.add_argument("--auth", default="", help="user:password the proxy asks for")
     args = p.parse_args()
     Proxy.allow = set(args.allow)
+    Proxy.auth = args.auth
     Proxy.log_path = args.log
     server = http.server.ThreadingHTTPServer((args.bind, args.port), Proxy)
     print(f"proxy on {args.bind}:{args.port} for {sorted(Proxy.allow)}", flush=True)
