@@ -10,7 +10,7 @@ version_added: "0.1.0"
 description:
   - Compiles every C(.py) file of the release's site-packages into C(__pycache__), so that the service user,
     who cannot write the root-owned release, does not compile every source again in every interpreter.
-  - Root never runs the release's C(bin/python): its C(site) module would run the release's C(.pth) files as
+  - Root never runs the release's C(bin/python), whose C(site) module would run the release's C(.pth) files as
     root. The module runs the release's base interpreter instead, the real file C(bin/python) resolves to,
     as C(<base> -I -S -m compileall -q -j <jobs> <site-packages>) from C(/) with a small environment and
     umask 022. C(-I -S) loads no user site, no C(site) module and no C(.pth) file; compileall compiles and
@@ -24,7 +24,7 @@ description:
     fails when compileall does not start, times out, or exits non-zero naming no file.
   - An up-to-date C(.pyc) is left alone, so a second run writes nothing and the release's fingerprint
     (M(dflash.deploy.release_fingerprint)) stays as the first run left it.
-  - Check mode runs nothing. C(changed) is then an estimate, a cheap one walk of the site-packages
+  - Check mode runs nothing. C(changed) is then an estimate from one walk of the site-packages
     directory, true when a C(.py) file has no C(__pycache__/<name>.cpython-XY.pyc) for the version
     C(pyvenv.cfg) names; a stale C(.pyc) counts as present. The interpreter checks that need no run are
     made in check mode too.
@@ -48,7 +48,7 @@ options:
     type: int
     default: 1800
 notes:
-  - The C(.pyc) files are timestamp-checked (they record the source's size and modification time): a source
+  - The C(.pyc) files are timestamp-checked (they record the source's size and modification time); a source
     changed later is compiled again in memory by the interpreter that imports it, never trusted stale.
   - The files are root's, mode C(0644) or the source's, in C(0755) C(__pycache__) directories, as the host
     layout read (M(dflash.deploy.layout_info)) wants every file of a release.
