@@ -283,8 +283,8 @@ def surge_outcome(results, release_dir=""):
         name = worker.get("name")
         if result.get("ready"):
             ready += 1
-            said = ("ready on port " + str(worker.get("port")) + " (GPU " + ", ".join(str(g) for g in worker.get("gpus")
-                                                                                     or []) + ") after "
+            gpus = ", ".join(str(g) for g in worker.get("gpus") or [])
+            said = ("ready on port " + str(worker.get("port")) + " (GPU " + gpus + ") after "
                     + str(result.get("seconds")) + "s, registered with its router")
         else:
             said = "NOT ready: " + str(result.get("reason", "no answer"))

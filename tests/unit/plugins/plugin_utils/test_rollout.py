@@ -166,8 +166,8 @@ def order(results, refused=None, earlier=(), later=()):
      order([], earlier=["e1"], later=["a", "b", "l1"]),
      [("e1", True, False), ("a", True, True), ("b", True, True), ("l1", True, True)]),
     ("a refused instance goes first, as one not ready",
-     order([waited("a", ready=True), waited("b", ready=True)], {"a": "slower"}), [("a", False, False),
-                                                                                 ("b", True, False)]),
+     order([waited("a", ready=True), waited("b", ready=True)], {"a": "slower"}),
+     [("a", False, False), ("b", True, False)]),
 ])
 def test_rollback_order(case, steps, want):
     assert [(s["instance"]["name"], s["was_ready"], s["untouched"]) for s in steps] == want, case
