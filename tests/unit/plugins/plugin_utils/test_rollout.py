@@ -185,7 +185,8 @@ R1, R2 = "/opt/dflash/releases/r1", "/opt/dflash/releases/r2"
 TRUSTED_R1 = {"target": R1, "errors": []}
 
 
-def target(before=None, running=True, previous=TRUSTED_R1, exists=True):
+def target(before=None, running=True, previous=None, exists=True):
+    previous = TRUSTED_R1 if previous is None else previous
     current = [link("a", before)] if before else [item("a", stat={"exists": False})]
     active = [item("a", status={"ActiveState": "active" if running else "failed"})]
     return R.rollback_target("a", R2, current, active, previous, exists)
