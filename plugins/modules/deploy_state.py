@@ -189,6 +189,7 @@ elapsed:
 """
 
 import os
+import pwd
 import time
 import traceback
 
@@ -231,21 +232,39 @@ def observe_all(params, nvidia_smi):
                       for u, s in O.unit_states(params["units"]).items()),
         "gpus": O.gpu_rows(nvidia_smi) if params["gpus"] else None,
         "trees": dict((p, O.tree_sha256(p)) for p in params["trees"]),
+        "host_config": host_config(),
         "command": {"digest": C.command_digest(command),
                     "sha256": command.get("sha256") or (_run_command(command) if command.get("argv") else None)},
         "recorded_at": time.time(),
     }
 
 
+def host_config():
+    """The host's own uv and pip configuration files that exist: [[path, 'uv' or 'pip']]."""
+    try:
+        home = pwd.getpwnam("root").pw_dir
+    except KeyError:
+        home = "/root"
+    return [list(f) for f in U.host_config_files(os.path.exists, home)]
+
+
 def control_reasons(record):
     """The full path's first read, before this check runs anything: each directory on root's PATH, and each
-    above what the record keeps, root's and not writable by others (docs/security.md S7, S8)."""
+    above what the record keeps, root's and not writable by others (docs/security.md S7, S8); and the host's
+    own uv and pip configuration as the recorded deploy found it: a file that appeared since (which the
+    deploy's uv would ignore) sends the run to the full path, whose preflight refuses it or, when told to,
+    warns and records it."""
     accounts = [n.split(":", 1) for n in record.get("accounts") or {}]
     reading = L.read_layout(service_user=next((n for k, n in accounts if k == "user"), ""),
                             service_group=next((n for k, n in accounts if k == "group"), ""),
                             path_env=os.environ.get("PATH", ""),
                             parents_of=sorted(record.get("dirs") or {}) + sorted(record.get("files") or {}))
-    return list(reading.problems)
+    now, then = host_config(), record.get("host_config") or []
+    added = [f for f in now if f not in then]
+    gone = [f[0] for f in then if f not in now]
+    config = U.host_config_error(added) if added else (
+        "%s: gone since the last deploy, which found it" % ", ".join(gone) if gone else "")
+    return list(reading.problems) + ([config] if config else [])
 
 
 def _command_reasons(recorded, command):

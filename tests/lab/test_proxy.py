@@ -11,8 +11,9 @@ proxy, as a host behind a company proxy does.
 2. With `dflash_proxy_env: {http_proxy: http://ops:<password>@<gateway>:8632}`, the same deploy passes at -vvv;
    the proxy's log shows ct200's requests for the index's pages answered 200, and none refused; the password
    is in none of the output, and not in the host's record of the deploy.
-3. A host's own `/etc/uv/uv.toml` (which uv would ignore: the roles run it with UV_NO_CONFIG) stops the deploy
-   at preflight, before any change, in one line naming the file.
+3. A host's own `/etc/uv/uv.toml` (which uv would ignore: the roles run it with UV_NO_CONFIG), put there after
+   a deploy, keeps the re-run off the fast path, and stops it at preflight, before any change, in one line naming
+   the file.
 """
 from __future__ import annotations
 
@@ -62,6 +63,9 @@ def deploy(*extra: str) -> tuple[int, str, float]:
 
 
 def test_a_host_behind_a_proxy_deploys_through_it_and_only_through_it(proxy):
+    # uv keeps the index's pages it fetched (HTTP caching): a host deployed before would lock from its cache
+    # without asking the index. Its cached pages go; its wheels stay.
+    lab.hexec(ct200(), "rm -rf /opt/dflash/cache/uv/simple-v*")
     rc, out, seconds = deploy("-e", json.dumps({"deploy_state_enabled": False}))
     print(f"without the proxy: rc {rc} in {seconds:.1f} s")
     assert rc == 2, out[-4000:]

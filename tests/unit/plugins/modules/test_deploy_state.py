@@ -415,3 +415,23 @@ def test_an_index_with_credentials_stays_out_of_the_record_and_a_new_index_is_se
     out = check(host, command=other)
     assert out["converged"] is False and token not in json.dumps(out)
     assert out["reasons"] == ["the package lock (uv pip compile) itself changed since the last completed deploy"]
+
+
+def test_a_host_s_own_uv_or_pip_configuration_keeps_the_run_off_the_fast_path(tmp_path, monkeypatch):
+    """Issue 44 item 4: a uv.toml or pip.conf that appears after a deploy is never silently ignored. The
+    check's control step names it, so the run takes the full path, whose preflight refuses it (or, with
+    host_preflight_host_config: warn, warns and records it: then the fast path is open again)."""
+    from ansible_collections.dflash.deploy.plugins.modules import deploy_state as M
+
+    conf = tmp_path / "uv.toml"
+    monkeypatch.setattr(M.U, "HOST_CONFIG_FILES", ((str(conf), "uv"),))
+    assert not [r for r in M.control_reasons({}) if "uv.toml" in r]
+    conf.write_text('index-url = "http://192.0.2.9/simple"\n')
+    [reason] = [r for r in M.control_reasons({}) if "uv.toml" in r]
+    assert reason.startswith(f"{conf} (uv configuration) on the host: the deploy runs uv with UV_NO_CONFIG=1")
+    recorded = {"host_config": M.host_config()}
+    assert recorded == {"host_config": [[str(conf), "uv"]]}
+    assert not [r for r in M.control_reasons(recorded) if "uv.toml" in r]
+    conf.unlink()
+    assert [r for r in M.control_reasons(recorded) if "uv.toml" in r] == [
+        f"{conf}: gone since the last deploy, which found it"]
