@@ -89,8 +89,24 @@ stderr_lines:
   returned: when run
   type: list
   elements: str
+start:
+  description: When the program started, on the host's clock, as the command module writes it.
+  returned: when run
+  type: str
+  sample: "2026-12-07 08:40:01.123456"
+end:
+  description: When the program ended, in the same form.
+  returned: when run
+  type: str
+  sample: "2026-12-07 08:40:09.654321"
+delta:
+  description: How long it ran, in the same form as the command module's.
+  returned: when run
+  type: str
+  sample: "0:00:08.530865"
 """
 
+import datetime
 import os
 import subprocess
 import traceback
@@ -147,7 +163,10 @@ def main():
     result = dict(changed=True, cmd=argv)
     if module.check_mode:
         module.exit_json(skipped=True, msg="not run in check mode", **result)
+    start = datetime.datetime.now()
     rc, out, err = run(argv, p["stdin"], env)
+    end = datetime.datetime.now()
+    result.update(start=str(start), end=str(end), delta=str(end - start))
     result.update(rc=rc, stdout=out.rstrip("\r\n"), stderr=err.rstrip("\r\n"),
                   stdout_lines=out.rstrip("\r\n").splitlines(), stderr_lines=err.rstrip("\r\n").splitlines())
     if rc != 0:

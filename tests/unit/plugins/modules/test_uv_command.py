@@ -3,6 +3,7 @@ its environment only - not its command line (what any local user reads in /proc/
 credentials are masked in everything the module returns, the failure message included."""
 from __future__ import annotations
 
+import datetime
 import json
 import stat
 from pathlib import Path
@@ -46,6 +47,9 @@ def test_the_index_reaches_uv_in_its_environment_never_its_command_line(tmp_path
     assert out["invocation"]["module_args"]["env"]["UV_DEFAULT_INDEX"] == "https://********@packages.example.com/simple"
     assert TOKEN not in text and "hunter22" not in text  # masked everywhere, the invocation included
     assert "Failed to fetch" in out["stderr"]
+    # the run's own start and end on the host, as the command module gives them (the fleet scenario reads them)
+    start, end = (datetime.datetime.strptime(out[k], "%Y-%m-%d %H:%M:%S.%f") for k in ("start", "end"))
+    assert start <= end and out["delta"].startswith("0:00:")
 
 
 def test_a_failure_names_the_index_with_its_credentials_written_as_stars(tmp_path):
