@@ -24,6 +24,8 @@ Pure; standard library only.
 
 from __future__ import annotations
 
+import os
+import pwd
 import re
 from urllib.parse import unquote
 
@@ -133,6 +135,16 @@ def host_config_files(exists, home="/root"):
         if exists(path):
             found.append((path, what))
     return found
+
+
+def host_config_on_host():
+    """The host's uv and pip configuration files that exist, as host_config_files gives them, with root's home
+    read from the password database (the deploy runs uv as root)."""
+    try:
+        home = pwd.getpwnam("root").pw_dir
+    except KeyError:
+        home = "/root"
+    return host_config_files(os.path.exists, home)
 
 
 def host_config_error(found):

@@ -189,7 +189,6 @@ elapsed:
 """
 
 import os
-import pwd
 import time
 import traceback
 
@@ -241,11 +240,7 @@ def observe_all(params, nvidia_smi):
 
 def host_config():
     """The host's own uv and pip configuration files that exist: [[path, 'uv' or 'pip']]."""
-    try:
-        home = pwd.getpwnam("root").pw_dir
-    except KeyError:
-        home = "/root"
-    return [list(f) for f in U.host_config_files(os.path.exists, home)]
+    return [list(f) for f in U.host_config_on_host()]
 
 
 def control_reasons(record):

@@ -129,8 +129,6 @@ disk:
   sample: {"path": "/opt", "free_gb": 812.4}
 """
 
-import os
-import pwd
 import traceback
 
 from ansible.module_utils.basic import AnsibleModule
@@ -166,11 +164,7 @@ def main():
     except OSError as exc:
         module.fail_json(msg="preflight_info could not read %s: %s" % (exc.filename or p["base_dir"],
                                                                        exc.strerror or exc), changed=False)
-    try:
-        home = pwd.getpwnam("root").pw_dir
-    except KeyError:
-        home = "/root"
-    found = U.host_config_files(os.path.exists, home)
+    found = U.host_config_on_host()
     result.update(config_files=[{"path": path, "kind": kind} for path, kind in found],
                   config_message=U.host_config_error(found))
     module.exit_json(changed=False, **result)
