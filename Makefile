@@ -7,7 +7,7 @@ FIXTURES := build/fixtures
 PYTEST_ARGS ?= --durations=15
 
 .PHONY: help setup pins lint fixtures changelog-release unit integration fixture-tests chain sanity collection test bench bench-venv bench-deploy clean \
-	lab-up lab-down lab-status lab-test lab-suite molecule test-shuffled demo test-matrix matrix-pins gpu-kit
+	lab-up lab-down lab-status lab-test lab-suite molecule test-shuffled demo test-matrix matrix-pins gpu-kit gpu-systemd-debs
 
 help:
 	@echo "make setup     toolchain venv (.venv) with uv from requirements/toolchain.txt"
@@ -24,6 +24,7 @@ help:
 	@echo "make lab-suite  lab-test, then molecule, in one session of the lab (what make test runs)"
 	@echo "make test-shuffled  the scenarios in a random order (SEED=N repeats one; not part of make test)"
 	@echo "make demo      lab up, deploy ct200, print its /v1/models"
+	@echo "make gpu-systemd-debs  systemd 252's Debian packages for the GPU machine (tests/gpu/systemd_ns.sh)"
 	@echo "make gpu-kit   the GPU kit: tests/gpu/kit/*.txt downloaded (once), reduced, packed into .gpu-carry/kit (docs/validation.md)"
 
 setup:
@@ -200,6 +201,11 @@ bench-deploy: fixtures
 # The real wheels a GPU validation run carries (docs/validation.md): downloads only what the cache lacks.
 gpu-kit:
 	python3 tools/gpu_kit.py
+
+# systemd for the GPU machine (tests/gpu/systemd_ns.sh): the exact Debian packages of tests/gpu/systemd-debs.txt
+gpu-systemd-debs:
+	mkdir -p .gpu-carry/systemd-debs
+	cd .gpu-carry/systemd-debs && apt-get download $$(grep -v '^#' ../../tests/gpu/systemd-debs.txt)
 
 clean:
 	rm -rf build tests/output .pytest_cache .ruff_cache

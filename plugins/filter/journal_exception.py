@@ -20,6 +20,10 @@ without it. The answer is the last line that, without that prefix, is an excepti
 after a colon ("Scheduler hit an exception: RuntimeError: …"); the prefix is not repeated.
 Indented lines (a traceback's frames and source) never count.
 
+A server that refused its own command line died before it logged anything: argparse prints its
+usage and then ``launch_server.py: error: argument --kv-cache-dtype: invalid choice: …`` (seen on
+a GPU host, 2026-12-07); such a line is said as ``the server refused its arguments: <the line>``.
+
 A server that could not bind its port (``[Errno 98]`` / "Address already in use", from uvicorn,
 asyncio or Python itself) died of that, whatever its teardown logged after: such a line wins, said
 as ``port 30001 is already in use (held by another process): <the line>``. The answer is redacted
@@ -41,6 +45,19 @@ _AFTER_COLON = re.compile(rf":\s+({_CLASS}:\s.*)")
 _IN_USE = re.compile(r"\[Errno 98\]|address already in use", re.IGNORECASE)
 _BIND_PORT = re.compile(r"\(\s*'[^']*',\s*(\d+)\s*\)|\bport\s+(\d+)", re.IGNORECASE)
 _LEVEL = re.compile(r"(?:ERROR|CRITICAL|WARNING):\s+")
+# argparse's last words: "<prog>: error: <message>" (prog: launch_server.py, sglang, ...)
+_ARGPARSE = re.compile(r"[^\s:\[][^:]{0,80}: error: (?:argument |unrecognized arguments|the following arguments).*")
+
+
+def arguments_refused(line) -> str:
+    """'the server refused its arguments: <line>' for argparse's error line; '' for any other."""
+    text = str(line).rstrip("\r\n")
+    prefix = _PREFIX.match(text)
+    if prefix:
+        text = text[prefix.end():]
+    if not _ARGPARSE.fullmatch(text) or _LINE.fullmatch(text):  # "ValueError: error: ..." is an exception
+        return ""
+    return "the server refused its arguments: " + text
 
 
 def address_in_use(line) -> str:
@@ -76,11 +93,12 @@ def journal_exception(lines) -> str:
     """The last exception line of the journal's lines (a list, or one text); '' when none."""
     if isinstance(lines, str):
         lines = lines.splitlines()
-    found, in_use = "", ""
+    found, in_use, refused = "", "", ""
     for line in lines or []:
         found = exception_in_line(line) or found
         in_use = address_in_use(line) or in_use
-    return redact(in_use or found)
+        refused = arguments_refused(line) or refused
+    return redact(in_use or refused or found)
 
 
 class FilterModule:

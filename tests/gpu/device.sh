@@ -19,6 +19,10 @@
 #                     deploy-wheelhouse/ and dflash-src.tar, which the kit does not build: carried as
 #                     .gpu-carry/deploy-wheelhouse and .gpu-carry/dflash-src.tar, copied into $KIT
 #   kit               nothing more (the kit alone: what is there, rebuilt and installed)
+#   systemd           systemd 252 from .gpu-carry/systemd-debs (make gpu-systemd-debs) booted as PID 1 of
+#                     its own namespaces (tests/gpu/systemd_ns.sh), DeviceAllow checked on the real nodes;
+#                     the steps after it run inside, with SYSTEMD=1 (real_sglang.sh: no tag skipped, the
+#                     role's own switch, readiness and rollback under systemd)
 # The JIT caches are not carried: restoring a cache built by another install did not save the
 # compiles (docs/validation.md, 2026-12-01, finding 5); an instance's own cache under
 # /var/cache/dflash/<instance> stays on the machine while it is warm.
@@ -32,8 +36,8 @@ PY=$VENV/bin/python3
 [ "$#" -gt 0 ] || { sed -n '2,26p' "$0"; exit 2; }
 for step in "$@"; do
   case ${step%%:*} in
-    kit|validate|real|overlay|deploy) ;;
-    *) echo "device.sh: unknown step '$step' (kit, validate, real[:STEPS], overlay[:STEPS], deploy[:STEPS])" >&2; exit 2 ;;
+    kit|systemd|validate|real|overlay|deploy) ;;
+    *) echo "device.sh: unknown step '$step' (kit, systemd, validate, real[:STEPS], overlay[:STEPS], deploy[:STEPS])" >&2; exit 2 ;;
   esac
 done
 mkdir -p "$KIT" "$OUT"
@@ -60,7 +64,27 @@ log "kit: $(ls "$KIT"/whl/*.whl | wc -l) wheels in $KIT/whl; ansible-core $(PYTH
   'from ansible.release import __version__; print(__version__)') in $KIT/site"
 
 # -- the steps
-n=0 rc_all=0
+n=0 rc_all=0 IN=()
+SDNS="$REPO/tests/gpu/systemd_ns.sh"
+systemd_step() {  # install, boot, and the device filter on the real nodes: allowed, then closed
+  bash "$SDNS" install "$REPO/.gpu-carry/systemd-debs" 2>&1 | grep -v non-portable || return 3
+  bash "$SDNS" boot || return 4
+  local smi allow="" n
+  smi=$(command -v nvidia-smi)
+  for n in /dev/nvidiactl /dev/nvidia0 /dev/nvidia-uvm /dev/nvidia-uvm-tools; do allow+="DeviceAllow=$n rw"$'\n'; done
+  # a oneshot unit in /run/systemd/system of systemd's namespace (systemd-run needs D-Bus, not carried)
+  probe() {  # NAME EXPECT PROPERTIES
+    printf '[Service]\nType=oneshot\nDevicePolicy=closed\n%sExecStart=%s -L\n' "$3" "$smi" \
+      | bash "$SDNS" exec sh -c "cat > /run/systemd/system/dflash-probe-$1.service && systemctl daemon-reload \
+          && systemctl start dflash-probe-$1.service; echo \"[rc=\$?] $2\"; journalctl -q -o cat -u dflash-probe-$1.service"
+  }
+  echo "\$ a unit, DevicePolicy=closed, DeviceAllow= the nvidia nodes: nvidia-smi -L"
+  probe allowed "(expected 0: the GPU listed)" "$allow"
+  echo "\$ a unit, DevicePolicy=closed, no DeviceAllow: nvidia-smi -L"
+  probe closed "(expected not 0: the device filter refuses the nodes)" ""
+  IN=(bash "$SDNS" exec env SYSTEMD=1)
+  return 0
+}
 for step in "$@"; do
   n=$((n + 1)) name=${step%%:*} arg=
   [[ $step == *:* ]] && arg=${step#*:}
@@ -69,13 +93,18 @@ for step in "$@"; do
   log "step $n: $step (results in $out)"
   case $name in
     kit) rc=0 ;;
-    validate) python3 "$REPO/tests/gpu/validate.py" --venv "$VENV" --out "$out" --site "$KIT/site"; rc=$? ;;
-    real) env ${arg:+STEPS=$arg} CARRY="$KIT" OUT="$out" VENV="$VENV" bash "$REPO/tests/gpu/real_sglang.sh"; rc=$? ;;
-    overlay) env STEPS="${arg:-wheels,stage,refuse,deploy,serve}" SOURCE=overlay CARRY="$KIT" OUT="$out" VENV="$VENV" \
+    systemd) systemd_step > "$out/systemd.log" 2>&1; rc=$?; cat "$out/systemd.log" ;;
+    validate) "${IN[@]}" python3 "$REPO/tests/gpu/validate.py" --venv "$VENV" --out "$out" --site "$KIT/site"; rc=$? ;;
+    real) "${IN[@]}" env ${arg:+STEPS=$arg} CARRY="$KIT" OUT="$out" VENV="$VENV" bash "$REPO/tests/gpu/real_sglang.sh"; rc=$? ;;
+    overlay) "${IN[@]}" env STEPS="${arg:-wheels,stage,refuse,deploy,serve}" SOURCE=overlay CARRY="$KIT" OUT="$out" VENV="$VENV" \
         bash "$REPO/tests/gpu/real_sglang.sh"; rc=$? ;;
-    deploy) env ${arg:+STEPS=$arg} CARRY="$KIT" OUT="$out" VENV="$VENV" bash "$REPO/tests/gpu/deploy.sh"; rc=$? ;;
+    deploy) "${IN[@]}" env ${arg:+STEPS=$arg} CARRY="$KIT" OUT="$out" VENV="$VENV" bash "$REPO/tests/gpu/deploy.sh"; rc=$? ;;
   esac
   log "step $n: $step: rc=$rc"
   [ "$rc" = 0 ] || rc_all=$rc
 done
+if [ "${#IN[@]}" -gt 0 ]; then
+  bash "$SDNS" exec journalctl --no-pager -o short-monotonic -n 400 > "$OUT/journal-tail.txt" 2>&1
+  bash "$SDNS" stop
+fi
 exit "$rc_all"

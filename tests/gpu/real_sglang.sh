@@ -63,8 +63,16 @@ READY_TIMEOUT=${READY_TIMEOUT:-420}
 DTYPE=${DTYPE:-bfloat16}  # float32: greedy DFLASH vs plain without bf16 near-ties
 SOURCE=${SOURCE:-upstream}  # overlay: sglang[all] 0.5.9 + the 0.5.11 tree applied whole (steps refuse, deploy, serve)
 SKIP_SYSTEMD=sglang_service_switch,sglang_service_readiness,sglang_service_absent,sglang_router_start,sglang_router_register${EXTRA_SKIP:+,$EXTRA_SKIP}
+# SYSTEMD=1 (device.sh's systemd step: systemd is PID 1 of the namespaces this runs in): nothing skipped,
+# the role switches, starts and checks readiness itself; the steps sdserve and rollback apply
+# and deploy/again run as an operator would, no tag skipped (the stage phase finds the artifacts staged),
+# so the run records what it converged to and the next one may take the fast path
+[ "${SYSTEMD:-}" = 1 ] && SKIP_SYSTEMD=${EXTRA_SKIP:-dflash_gpu_no_tag}
+DEPLOY_SKIP=(--skip-tags "stage,$SKIP_SYSTEMD")
+[ "${SYSTEMD:-}" = 1 ] && [ -z "$EXTRA_SKIP" ] && DEPLOY_SKIP=()
 ROUTER_PORT=${ROUTER_PORT:-30100} SURGE_PORT=${SURGE_PORT:-30005}
 RES=$WORK/results
+[ "${SYSTEMD:-}" = 1 ] && RES=$OUT/res  # comes back even when the call runs out of time
 rm -rf "$RES" && mkdir -p "$OUT" "$RES"
 log() { printf '[real-sglang %4ds] %s\n' "$SECONDS" "$*" | tee -a "$RES/steps.log" "$OUT/progress.log"; }
 has() { [[ ",$STEPS," == *",$1,"* ]]; }
@@ -207,6 +215,7 @@ v = {
   "dflash_source": "$SOURCE",
   "sglang_venv_sglang_version": "0.5.11",
   "sglang_venv_requirements": $([ "$SOURCE" = overlay ] && echo '["sglang[all]==0.5.9", "jsonschema", "dill"]' || echo '["sglang==0.5.11", "jsonschema", "dill"]'),
+  "dflash_controller_dir": "$WORK",
   "stage_artifacts_dir": "$WORK/artifacts",
   "stage_artifacts_remote_dir": "$BASE/artifacts/stage",
   "stage_artifacts_distributions": $DISTS,
@@ -230,7 +239,9 @@ v = {
   "sglang_venv_python": "$SGLANG_PY",
   "sglang_venv_keep_releases": 3,
   "host_preflight_min_free_gb": 5,
+  "host_preflight_host_config": "warn",  # the GPU machine has its own /etc/uv/uv.toml and /etc/pip.conf; the wheelhouse needs no index
   "sglang_service_verify_import_timeout": 300,
+  "sglang_service_readiness_timeout": $READY_TIMEOUT,
   "host_lock_wait": 60,
   "sglang_service_instances": [json.loads(inst)],
 }
@@ -316,8 +327,8 @@ if has refuse; then
   grep -m1 -oE 'is not verified[^"]{0,3000}' "$RES/refuse.log" > "$RES/refuse-msg.txt"
 fi
 if has deploy; then
-  log "deploy: playbooks/deploy_dflash.yml (dflash_source=$SOURCE) --skip-tags stage,$SKIP_SYSTEMD"
-  play deploy "$WORK/vars.json" deploy_dflash.yml --skip-tags "stage,$SKIP_SYSTEMD"
+  log "deploy: playbooks/deploy_dflash.yml (dflash_source=$SOURCE) ${DEPLOY_SKIP[*]}"
+  play deploy "$WORK/vars.json" deploy_dflash.yml "${DEPLOY_SKIP[@]}"
   # Issue 25 item 3 on a local connection: the push task against `cp` of the same bytes to the same
   # directory, right after it (the controller's bundle is in the page cache for both).
   if [ -f "$WORK/artifacts/cuda-cu130.tar" ] && [ -d "$BASE/artifacts" ]; then
@@ -334,9 +345,9 @@ fi
 if has again; then  # the no-change re-run (issue 25): AGAIN times, each must change nothing
   for i in $(seq 1 "${AGAIN:-3}"); do
     log "again $i: the same deploy, nothing to do"
-    play "again$i" "$WORK/vars.json" deploy_dflash.yml --skip-tags "stage,$SKIP_SYSTEMD"
+    play "again$i" "$WORK/vars.json" deploy_dflash.yml "${DEPLOY_SKIP[@]}"
     grep -qE 'changed=0 ' "$RES/again$i.log" || log "again $i: CHANGED something (must not)"
-    grep -E 'verified before|^  time:' "$RES/again$i.log" | tr -s ' ' | cut -c1-300 | tee -a "$RES/steps.log"
+    grep -E 'verified before|fast path|^  time:' "$RES/again$i.log" | tr -s ' ' | cut -c1-300 | tee -a "$RES/steps.log"
   done
 fi
 RELEASE=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["release_id"])' \
@@ -419,6 +430,39 @@ elif has serve && [ -n "$RELEASE" ]; then
   tar -czf "$OUT/results.tar.gz" -C "$RES" .
   has warm && serve dflash-warm tiny 30001
   log "jit caches after: tiny $(du -sh "$CACHE/tiny" | cut -f1), tiny-plain $(du -sh "$CACHE/tiny-plain" | cut -f1)"
+fi
+# -- under systemd (SYSTEMD=1): the deploy above ran the role's switch and readiness itself
+sd_ready() {  # LABEL: the role's readiness module on tiny's unit; prints its seconds
+  printf '{"ANSIBLE_MODULE_ARGS": {"base": "http://127.0.0.1:30001", "model": "tiny", "unit": "sglang-dflash@tiny.service", "timeout": %s, "interval": 1, "max_restarts": 0, "env_file": "%s/tiny.env"}}' \
+    "$READY_TIMEOUT" "$CONF" > "$RES/ready-$1.args.json"
+  PYTHONPATH="$WORK/coll:$WORK/site" "$PY" "$REPO/plugins/modules/instance_ready.py" "$RES/ready-$1.args.json" > "$RES/ready-$1.json"
+}
+sd_unit() { log "systemd: sglang-dflash@tiny $(systemctl show -p ActiveState,MainPID,NRestarts,DevicePolicy --value sglang-dflash@tiny.service | tr '\n' ' ')current=$(readlink "$BASE/instances/tiny/current" | xargs basename 2>/dev/null)"; }
+if [ "${SYSTEMD:-}" = 1 ] && [ -n "$RELEASE" ] && has sdserve; then
+  sd_unit
+  systemctl cat sglang-dflash@tiny.service > "$RES/unit.txt" 2>&1
+  log "DeviceAllow: $(systemctl show -p DeviceAllow --value sglang-dflash@tiny.service | cut -c1-400)"
+  python3 "$REPO/tests/gpu/sglang_client.py" --port 30001 --model tiny --out "$RES/client-systemd.json" 2>&1 | tee -a "$RES/steps.log"
+  for i in 1 2; do  # restart to ready with the instance's own (warm) caches
+    s=$(date +%s%N); systemctl restart sglang-dflash@tiny.service; sd_ready "restart$i"; rc=$?
+    log "restart $i: systemctl restart to ready (instance_ready rc=$rc): $(( ($(date +%s%N) - s) / 1000000 )) ms"
+  done
+  journalctl -u sglang-dflash@tiny.service --no-pager -o short-monotonic > "$RES/journal-tiny.txt" 2>&1
+  grep -E "Load weight (begin|end)|fired up|ready to roll|Application startup complete" "$RES/journal-tiny.txt" | cut -c1-200 | tail -12 | tee -a "$RES/steps.log"
+fi
+if [ "${SYSTEMD:-}" = 1 ] && [ -n "$RELEASE" ] && has rollback; then
+  # a configuration whose server fails readiness (an argument sglang's parser refuses, so the server
+  # exits at once): the play must fail naming it, and put back the configuration and the server
+  python3 -c 'import json,sys; v=json.load(open(sys.argv[1])); i=v["sglang_service_instances"][0]; i["extra_args"]=i["extra_args"]+["--kv-cache-dtype", "no_such_dtype"]; v["_sglang_service_all"]=v["_sglang_service_present"]=[dict(v["_sglang_service_present"][0], extra_args=i["extra_args"])]; v["sglang_service_readiness_timeout"]=120; json.dump(v, open(sys.argv[2], "w"))' \
+    "$WORK/vars.json" "$WORK/vars-bad.json"
+  before=$(sha256sum "$CONF/tiny.env" | cut -c1-16)
+  log "rollback: --kv-cache-dtype no_such_dtype added; env file before $before"
+  play rollback "$WORK/vars-bad.json" deploy_dflash.yml --skip-tags "stage,$SKIP_SYSTEMD"
+  log "rollback: play rc=$? (expected not 0); env file after $(sha256sum "$CONF/tiny.env" | cut -c1-16)"
+  grep -oE '(rolled back|restored|not ready)[^"]{0,400}' "$RES/rollback.log" | head -3 | tee -a "$RES/steps.log"
+  sd_unit
+  sd_ready after-rollback; log "after the rollback: instance_ready rc=$?"
+  python3 "$REPO/tests/gpu/sglang_client.py" --port 30001 --model tiny --out "$RES/client-after-rollback.json" 2>&1 | tail -2 | tee -a "$RES/steps.log"
 fi
 # -- surge (issue 26): the surge upgrade behind the real router, step by step, the load counted
 module() {  # LABEL MODULE ARGS_JSON: a module file run as a program (as serve() runs instance_ready)

@@ -157,3 +157,37 @@ def test_a_port_taken_during_the_restart_is_named_over_the_teardown_and_redacted
 
 def test_the_redact_filter_is_registered():
     assert mod.FilterModule().filters()["redact_secrets"](SERVER_ARGS).count("api_key='***'") == 1
+
+
+# What real sglang 0.5.11 wrote to its journal on a GPU host (2026-12-07) when the deploy gave it an
+# argument its parser refuses: the usage, then argparse's error line, and the process exits 2.
+ARGS_REFUSED = """\
+sglang-dflash@tiny: release d3db1f242f6a07dd
+usage: launch_server.py [-h] --model-path MODEL_PATH [--tokenizer-path TOKENIZER_PATH]
+                        [--kv-cache-dtype {auto,fp8_e5m2,fp8_e4m3,bf16,bfloat16,fp4_e2m1}]
+launch_server.py: error: argument --kv-cache-dtype: invalid choice: 'no_such_dtype' (choose from auto, fp8_e5m2)
+"""
+
+
+def test_argparse_refusing_the_command_line_is_named():
+    assert mod.journal_exception(ARGS_REFUSED) == (
+        "the server refused its arguments: launch_server.py: error: argument --kv-cache-dtype: invalid choice: "
+        "'no_such_dtype' (choose from auto, fp8_e5m2)")
+
+
+@pytest.mark.parametrize("line", [
+    "sglang: error: unrecognized arguments: --no-such-flag",
+    "[2026-12-07 10:00:00] launch_server.py: error: the following arguments are required: --model-path",
+])
+def test_argparse_error_lines(line):
+    assert mod.arguments_refused(line).startswith("the server refused its arguments: ")
+
+
+@pytest.mark.parametrize("line", [
+    "RuntimeError: error: argument x",  # an exception line, not argparse's
+    "  launch_server.py: error: argument --x: indented",
+    "[2026-12-07 10:00:00] Scheduler: error: something else went wrong",
+    "usage: launch_server.py [-h]",
+])
+def test_lines_that_are_not_argparse_refusals(line):
+    assert mod.arguments_refused(line) == ""
