@@ -115,11 +115,17 @@ def test_off_by_default_and_the_spec_mirrors_the_defaults():
         k: None if "{{" in str(v) else v for k, v in DEFAULTS.items()}
 
 
-def _tasks(node):
+def _tasks(node, where=REPO / "playbooks"):
+    """Every task of a playbook's list, blocks and the playbook's own task files (include_tasks, a path
+    relative to the including file's directory) followed."""
     for task in node if isinstance(node, list) else []:
         yield task
         for key in ("block", "rescue", "always"):
-            yield from _tasks(task.get(key))
+            yield from _tasks(task.get(key), where)
+        included = task.get("ansible.builtin.include_tasks")
+        if included:
+            path = where / (included["file"] if isinstance(included, dict) else included)
+            yield from _tasks(yaml.safe_load(path.read_text()), path.parent)
 
 
 def test_the_deploy_runs_the_role_only_when_enabled_and_after_the_service():
