@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ansible_collections.dflash.deploy.plugins.callback.deploy_summary import failed_items, failure_cause, journal_lines
+from ansible_collections.dflash.deploy.plugins.plugin_utils.failure import failed_items, failure_cause, journal_lines
 
 HIDDEN = "the output has been hidden due to the fact that 'no_log: true' was specified for this result"
 # What Ansible keeps of a result it hides (besides the text that says so).

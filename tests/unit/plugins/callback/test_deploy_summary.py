@@ -12,11 +12,11 @@ from ansible_collections.dflash.deploy.plugins.callback.deploy_summary import (
     HostRecord,
     failure_cause,
     format_host,
-    item_label,
     journal_lines,
     perf_lines,
     summary_lines,
 )
+from ansible_collections.dflash.deploy.plugins.plugin_utils.failure import item_label
 from conftest import REPO
 
 
