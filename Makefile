@@ -7,7 +7,7 @@ FIXTURES := build/fixtures
 PYTEST_ARGS ?= --durations=15
 
 .PHONY: help setup pins lint fixtures changelog-release unit integration fixture-tests chain sanity collection test bench bench-venv bench-deploy clean \
-	lab-up lab-down lab-status lab-test lab-suite molecule test-shuffled demo test-matrix matrix-pins gpu-kit gpu-systemd-debs
+	lab-up lab-down lab-status lab-test lab-suite molecule test-shuffled demo test-matrix matrix-pins gpu-kit gpu-systemd-debs matrix-oldest
 
 help:
 	@echo "make setup     toolchain venv (.venv) with uv from requirements/toolchain.txt"
@@ -156,7 +156,7 @@ mutate-roles: fixtures
 # containers and servers (the machine is about half busy then):
 # a+b runs lanes at once, x,y runs targets in order within a lane, ~x runs a
 # lane under nice 19 (it takes only the CPU the lab tests leave idle).
-TEST_STAGES := fixtures lab-suite+~lint,unit,integration,fixture-tests,chain,collection,sanity
+TEST_STAGES := fixtures lab-suite+~lint,unit,integration,fixture-tests,chain,collection,sanity,matrix-oldest
 
 test: setup
 	@bash tools/run_stages.sh $(TEST_STAGES)
@@ -168,6 +168,11 @@ test: setup
 # MATRIX_LAB=0 leaves the lab out; MATRIX_LINES="2.20" tests some lines only.
 test-matrix: setup fixtures
 	@bash tools/test_matrix.sh
+
+# The oldest supported line beside the development one in every make test: unit tests and ansible-test sanity on
+# ansible-core 2.19 (the toolchain's 2.21 runs them in lint..sanity); the lab runs on 2.21 only.
+matrix-oldest: setup fixtures
+	@MATRIX_LINES=2.19 MATRIX_LAB=0 bash tools/test_matrix.sh
 
 # Benchmarks run on a real torch 2.11 venv from PyPI (several GB, made once by
 # bench-venv; set BENCH_VENV to reuse another) plus a synthetic tree. They are
