@@ -2,6 +2,9 @@
 set, it is completed in one place (tasks_from: complete), and every role that reads it depends on it."""
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import yaml
@@ -38,3 +41,34 @@ def test_every_role_that_completes_or_reads_the_list_depends_on_its_owner():
             continue
         deps = yaml.safe_load((role / "meta" / "main.yml").read_text()).get("dependencies") or []
         assert "dflash.deploy.instances" in [d["role"] if isinstance(d, dict) else d for d in deps], role.name
+
+
+def test_the_list_is_completed_once_per_run_and_again_when_its_inputs_change():
+    """host_preflight and sglang_service both call tasks_from: complete; in one run the second call finds the list
+    done from the same inputs, and a later change of the inputs (a later play, set_fact) completes it again."""
+    def inst(name, port):
+        return {"name": name, "port": port, "gpus": [port - 30001], "model_path": f"/srv/models/{name}",
+                "served_model_name": name}
+
+    def complete(label):
+        return {"name": f"Complete ({label})", "ansible.builtin.include_role": {
+            "name": "dflash.deploy.instances", "tasks_from": "complete"}}
+
+    def names(expected):
+        return {"name": f"Present: {expected}", "ansible.builtin.assert": {
+            "that": [f"_sglang_service_present | map(attribute='name') | list == {expected}"], "quiet": True}}
+
+    play = [{"hosts": "localhost", "gather_facts": False, "vars": {"sglang_service_instances": [inst("a", 30001)]},
+             "tasks": [complete("first"), names(["a"]), complete("same inputs"), names(["a"]),
+                       {"name": "Change the inputs", "ansible.builtin.set_fact": {
+                           "sglang_service_instances": [inst("a", 30001), inst("b", 30002)]}},
+                       complete("new inputs"), names(["a", "b"])]}]
+    env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_DEPRECATION_WARNINGS="false",
+               ANSIBLE_COLLECTIONS_PATH=str(REPO / ".collections"))
+    run = subprocess.run([str(REPO / ".venv" / "bin" / "ansible-playbook"), "-i", "localhost,", "-c", "local",
+                          "-e", f"ansible_python_interpreter={sys.executable}", "/dev/stdin"],
+                         input=yaml.safe_dump(play), env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+    header = "TASK [dflash.deploy.instances : Complete the instance list with its defaults]"
+    outcomes = [part.split("\n", 2)[1].split(":")[0] for part in run.stdout.split(header)[1:]]
+    assert outcomes == ["ok", "skipping", "ok"], run.stdout[-3000:]
