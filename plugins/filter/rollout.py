@@ -3,10 +3,10 @@
 """Thin filters over the rollout's decisions (plugins/plugin_utils/rollout.py, where each is documented and
 tested):
 
-    {{ _sglang_service_present | dflash.deploy.rollout_restart_set(changed=..., current=..., active=...,
+    {{ instances_present | dflash.deploy.rollout_restart_set(changed=..., current=..., active=...,
          release_dir=..., reverified=..., whole_unit=..., started_before=...) }}  ->  ["a", "b"]
-    {{ _sglang_service_present | dflash.deploy.rollout_restart_waves(names, enabled) }}  ->  [["a", "c"], ["b"]]
-    {{ _sglang_service_present | dflash.deploy.rollout_wave_plan(names, enabled, active) }}
+    {{ instances_present | dflash.deploy.rollout_restart_waves(names, enabled) }}  ->  [["a", "c"], ["b"]]
+    {{ instances_present | dflash.deploy.rollout_wave_plan(names, enabled, active) }}
       ->  [{restart, waited, earlier, later, serving, surge, drain}, ...]
     {{ waves | dflash.deploy.rollout_waves_line }}  ->  "restart in 2 waves, ..." or ""
     {{ ready_results | dflash.deploy.rollout_readiness(refused) }}  ->  {ready: [...], not_ready: [...]}

@@ -2,10 +2,10 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The SGLang router's plan: one router per served model, its workers the instances serving it.
 
-    {{ _sglang_service_present | dflash.deploy.router_errors(sglang_router_models, sglang_router_mode,
+    {{ instances_present | dflash.deploy.router_errors(sglang_router_models, sglang_router_mode,
                                                               sglang_router_url) }}
       ->  []  or one line per problem (a model without a router entry, a port taken twice, ...)
-    {{ _sglang_service_present | dflash.deploy.router_plan(sglang_router_models, sglang_router_mode,
+    {{ instances_present | dflash.deploy.router_plan(sglang_router_models, sglang_router_mode,
                                                             sglang_router_url, sglang_router_worker_host) }}
       ->  [{model, unit, url, port, prometheus_port, policy, workers: [url, ...]}, ...]  (sorted by model)
     {{ plan | dflash.deploy.router_workers_by_url }}
@@ -16,7 +16,7 @@
 Restart in waves, so that a model keeps a worker while its instances restart (the decision is
 plugins/plugin_utils/rollout.py's restart_waves; sglang_service's readiness.yml calls rollout_wave_plan):
 
-    {{ _sglang_service_present | dflash.deploy.router_restart_waves(names, sglang_router_enabled) }}
+    {{ instances_present | dflash.deploy.router_restart_waves(names, sglang_router_enabled) }}
       ->  [[name, ...], ...]  (wave k: the k-th instance to restart of each served model)
 
 Drain before a restart (roles/sglang_router/tasks/drain.yml, rejoin.yml):

@@ -187,7 +187,7 @@ for inst in $INSTANCES; do ARGS+=("$(instance_json "$inst" "$i" $((30001 + i)))"
 set_instances "$WORK/vars.json" "${ARGS[@]}"
 
 # dflash.deploy.instances' tasks_from: complete (the instance list with its defaults) carries the switch and readiness
-# tags too, so --skip-tags of those skips it and verify/config find no _sglang_service_present: give the
+# tags too, so --skip-tags of those skips it and verify/config find no instances_present: give the
 # facts it would set as extra vars (computed the same way from the role's defaults).
 emulate_instances() {  # emulate_instances VARS.json
   PYTHONPATH="$WORK/site" "$PY" - "$1" "$REPO/roles/instances/defaults/main.yml" <<'EOF'
@@ -196,9 +196,9 @@ path, defaults = sys.argv[1:3]
 v = json.load(open(path))
 d = yaml.safe_load(open(defaults))["sglang_service_instance_defaults"]
 every = [dict(d, **i) for i in v["sglang_service_instances"]]
-v["_sglang_service_all"] = every
-v["_sglang_service_present"] = [i for i in every if i["state"] == "present"]
-v["_sglang_service_absent"] = [i for i in every if i["state"] == "absent"]
+v["instances_all"] = every
+v["instances_present"] = [i for i in every if i["state"] == "present"]
+v["instances_absent"] = [i for i in every if i["state"] == "absent"]
 json.dump(v, open(path, "w"), indent=1)
 EOF
 }
@@ -280,7 +280,7 @@ import json, sys
 v = json.load(open(sys.argv[1]))
 v["kernel_pin_enabled"] = False
 v["sglang_service_instances"][0]["attention_backend"] = "flashmla"
-for key in ("_sglang_service_all", "_sglang_service_present"):
+for key in ("instances_all", "instances_present"):
     v[key][0]["attention_backend"] = "flashmla"
 json.dump(v, open(sys.argv[1].replace(".json", "-pinoff.json"), "w"), indent=1)
 EOF

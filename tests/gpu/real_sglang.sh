@@ -250,9 +250,9 @@ if "$([ -n "${ROUTER:-}" ] && echo 1)":  # the router in front (step surge): ins
               "sglang_router_models": {"tiny": {"port": $ROUTER_PORT, "prometheus_port": $((ROUTER_PORT - 1000))}}})
 d = yaml.safe_load(open(defaults))["sglang_service_instance_defaults"]
 every = [dict(d, **i) for i in v["sglang_service_instances"]]
-v["_sglang_service_all"] = every
-v["_sglang_service_present"] = [i for i in every if i["state"] == "present"]
-v["_sglang_service_absent"] = []
+v["instances_all"] = every
+v["instances_present"] = [i for i in every if i["state"] == "present"]
+v["instances_absent"] = []
 json.dump(v, open(path, "w"), indent=1)
 EOF
 }
@@ -453,7 +453,7 @@ fi
 if [ "${SYSTEMD:-}" = 1 ] && [ -n "$RELEASE" ] && has rollback; then
   # a configuration whose server fails readiness (an argument sglang's parser refuses, so the server
   # exits at once): the play must fail naming it, and put back the configuration and the server
-  python3 -c 'import json,sys; v=json.load(open(sys.argv[1])); i=v["sglang_service_instances"][0]; i["extra_args"]=i["extra_args"]+["--kv-cache-dtype", "no_such_dtype"]; v["_sglang_service_all"]=v["_sglang_service_present"]=[dict(v["_sglang_service_present"][0], extra_args=i["extra_args"])]; v["sglang_service_readiness_timeout"]=120; json.dump(v, open(sys.argv[2], "w"))' \
+  python3 -c 'import json,sys; v=json.load(open(sys.argv[1])); i=v["sglang_service_instances"][0]; i["extra_args"]=i["extra_args"]+["--kv-cache-dtype", "no_such_dtype"]; v["instances_all"]=v["instances_present"]=[dict(v["instances_present"][0], extra_args=i["extra_args"])]; v["sglang_service_readiness_timeout"]=120; json.dump(v, open(sys.argv[2], "w"))' \
     "$WORK/vars.json" "$WORK/vars-bad.json"
   before=$(sha256sum "$CONF/tiny.env" | cut -c1-16)
   log "rollback: --kv-cache-dtype no_such_dtype added; env file before $before"

@@ -38,7 +38,7 @@ def stub_entry(role: str, entry: str) -> list:
             "sglang_venv_release_id": "5c1e0000aaaabbbb", "sglang_venv_changes": ["release 5c1e0000aaaabbbb is new"]}})
     if (role, entry) == ("sglang_service", "main"):
         tasks.append({"name": "List the instances", "ansible.builtin.set_fact": {
-            "_sglang_service_present": [{"name": "qwen3-8b", "port": 30001, "served_model_name": "qwen3-8b-dflash"}],
+            "instances_present": [{"name": "qwen3-8b", "port": 30001, "served_model_name": "qwen3-8b-dflash"}],
             "sglang_service_perf": {"qwen3-8b": PERF}}})
     return tasks
 

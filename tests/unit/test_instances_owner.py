@@ -37,7 +37,7 @@ def test_the_owner_names_the_public_variables_and_no_other_role_does():
 def test_every_role_that_completes_or_reads_the_list_depends_on_its_owner():
     for role in sorted(p for p in (REPO / "roles").iterdir() if p.is_dir() and p != OWNER):
         text = "\n".join(p.read_text() for p in role.glob("*/*.yml") if p.parent.name in ("tasks", "defaults"))
-        if "_sglang_service_present" not in text and "sglang_service_instances" not in text:
+        if "instances_present" not in text and "sglang_service_instances" not in text:
             continue
         deps = yaml.safe_load((role / "meta" / "main.yml").read_text()).get("dependencies") or []
         assert "dflash.deploy.instances" in [d["role"] if isinstance(d, dict) else d for d in deps], role.name
@@ -56,7 +56,7 @@ def test_the_list_is_completed_once_per_run_and_again_when_its_inputs_change():
 
     def names(expected):
         return {"name": f"Present: {expected}", "ansible.builtin.assert": {
-            "that": [f"_sglang_service_present | map(attribute='name') | list == {expected}"], "quiet": True}}
+            "that": [f"instances_present | map(attribute='name') | list == {expected}"], "quiet": True}}
 
     play = [{"hosts": "localhost", "gather_facts": False, "vars": {"sglang_service_instances": [inst("a", 30001)]},
              "tasks": [complete("first"), names(["a"]), complete("same inputs"), names(["a"]),

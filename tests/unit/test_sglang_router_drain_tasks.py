@@ -81,7 +81,7 @@ def test_with_the_router_off_nothing_is_asked_and_nothing_noted(root):
     with router_standin() as (url, router), loads_standin() as (w1, one):
         router.register(w1)
         rc, facts, out = run(root, {"sglang_router_mode": "external", "sglang_router_url": url,
-                                    "_sglang_service_present": instances(int(w1.rsplit(":", 1)[1]), 30002),
+                                    "instances_present": instances(int(w1.rsplit(":", 1)[1]), 30002),
                                     "_sglang_service_restart": ["q1"], "sglang_service_changes": ["unit"]})
         assert rc == 0, out[-3000:]
         assert router.requests == [] and one.requests == [] and router.urls() == [w1]
@@ -98,7 +98,7 @@ def test_a_worker_leaves_its_router_until_nothing_runs_and_comes_back(root):
         one.on_request = lambda: seen.append(sorted(router.urls()))
         on = {"sglang_router_enabled": True, "sglang_router_mode": "external", "sglang_router_url": url,
               "sglang_router_drain_interval": 0.2, "sglang_service_changes": ["unit"],
-              "_sglang_service_present": instances(int(w1.rsplit(":", 1)[1]), int(w2.rsplit(":", 1)[1])),
+              "instances_present": instances(int(w1.rsplit(":", 1)[1]), int(w2.rsplit(":", 1)[1])),
               "_sglang_service_restart": ["q1", "q2"]}
         between = [{"name": "The restart: the router has the others only", "ansible.builtin.uri": {
             "url": url + "/workers", "use_proxy": False}, "register": "listing"},
@@ -142,7 +142,7 @@ def test_two_instances_of_one_model_restart_in_two_waves_and_the_router_keeps_on
             "content": "{{ {'waves': _sglang_service_waves, 'seen': seen} | to_json }}"}}
         rc, facts, out = run(root, {
             "sglang_router_enabled": True, "sglang_router_mode": "external", "sglang_router_url": url,
-            "sglang_router_drain_interval": 0.2, "_sglang_service_present": present,
+            "sglang_router_drain_interval": 0.2, "instances_present": present,
             "_sglang_service_restart": ["q1", "l1", "q2"]}, between=[WAVES, loop, keep])
         assert rc == 0, out[-3000:]
         seen = json.loads((root / "waves.json").read_text())
@@ -160,7 +160,7 @@ def test_the_bound_lets_the_restart_go_on_and_says_so(root):
         rc, facts, out = run(root, {
             "sglang_router_enabled": True, "sglang_router_mode": "external", "sglang_router_url": url,
             "sglang_router_drain_timeout": 1, "sglang_router_drain_interval": 0.2,
-            "_sglang_service_present": instances(int(w1.rsplit(":", 1)[1]), 30002), "_sglang_service_restart": ["q1"]})
+            "instances_present": instances(int(w1.rsplit(":", 1)[1]), 30002), "_sglang_service_restart": ["q1"]})
         assert rc == 0, out[-3000:]
         assert facts["drains"][0]["timed_out"] and facts["drains"][0]["in_flight"] == 3
         assert facts["changes"][0] == ("router: q1 taken out of %s, NOT drained: 3 requests still in flight at the 1s "
@@ -173,7 +173,7 @@ def test_router_settings_that_cannot_work_leave_the_restart_to_go_on_undrained(r
         router.register(w1)
         rc, facts, out = run(root, {
             "sglang_router_enabled": True, "sglang_router_mode": "managed", "sglang_router_models": {},
-            "_sglang_service_present": instances(int(w1.rsplit(":", 1)[1]), 30002), "_sglang_service_restart": ["q1"]})
+            "instances_present": instances(int(w1.rsplit(":", 1)[1]), 30002), "_sglang_service_restart": ["q1"]})
         assert rc == 0, out[-3000:]
         assert "not drained: served model 'qwen3-8b' has no entry in sglang_router_models" in out
         assert router.requests == [] and one.requests == [] and facts["drains"] == []
@@ -218,7 +218,7 @@ def test_after_a_roll_back_the_drained_instance_that_serves_again_is_registered_
                                 " 'serving': _sglang_service_rollback_serving} | to_json }}"}}]
         rc, facts, out = run(root, {
             "sglang_router_enabled": True, "sglang_router_mode": "external", "sglang_router_url": url,
-            "_sglang_service_present": instances(int(w1.rsplit(":", 1)[1]), 30002), "_sglang_service_restart": ["q1"]},
+            "instances_present": instances(int(w1.rsplit(":", 1)[1]), 30002), "_sglang_service_restart": ["q1"]},
             between=[{"name": "The restart and the roll-back", "block": steps}], ready=False)
         assert rc == 0, out[-3000:]
         diagnosis = json.loads((root / "diagnosis.json").read_text())
@@ -239,7 +239,7 @@ def test_a_router_variable_that_cannot_work_does_not_stop_the_restart(root):
         rc, facts, out = run(root, {
             "sglang_router_enabled": True, "sglang_router_mode": "external", "sglang_router_url": url,
             "sglang_router_drain_timeout": "soon", "sglang_router_workers_state": "sometimes",
-            "_sglang_service_present": instances(int(w1.rsplit(":", 1)[1]), 30002), "_sglang_service_restart": ["q1"]})
+            "instances_present": instances(int(w1.rsplit(":", 1)[1]), 30002), "_sglang_service_restart": ["q1"]})
         assert rc == 0, out[-3000:]
         (drain,) = facts["drains"]
         assert drain["error"] and "timeout" in drain["error"] and not drain["removed"]
@@ -262,7 +262,7 @@ def test_a_later_wave_that_never_restarted_is_said_so_and_is_not_registered_agai
             "dest": str(root / "diagnosis.json"), "mode": "0644",
             "content": "{{ {'lines': _sglang_service_rollback_lines, 'serving': _sglang_service_rollback_serving}"
                        " | to_json }}"}}]
-    rc, _facts, out = run(root, {"_sglang_service_present": instances(30001, 30002)},
+    rc, _facts, out = run(root, {"instances_present": instances(30001, 30002)},
                           between=[{"name": "The roll-back's line", "block": steps}], ready=False)
     assert rc == 0, out[-3000:]
     diagnosis = json.loads((root / "diagnosis.json").read_text())
@@ -288,7 +288,7 @@ def test_a_surge_worker_is_registered_beside_its_instance_then_drained_out(root)
         surge.on_request = lambda: seen.append(sorted(router.urls()))
         on = {"sglang_router_enabled": True, "sglang_router_mode": "external", "sglang_router_url": url,
               "sglang_router_drain_interval": 0.2, "sglang_router_instance_config_dir": str(root / "etc"),
-              "_sglang_service_present": present, "_surge": [worker]}
+              "instances_present": present, "_surge": [worker]}
         rc, _facts, out = run(root, {**on, "_state": "present"}, between=[surge_step], ready=False)
         assert rc == 0, out[-3000:]
         assert sorted(router.urls()) == sorted([w1, ws])   # both serve the model now

@@ -33,7 +33,7 @@ def run(root: Path, variables: dict, check: bool = False, tasks_from: str = "mai
     """The role included as deploy_dflash.yml includes it (its main, or tasks_from), then the tasks of
     ``after``; (rc, the localhost stats, output)."""
     play = [{"name": "The router", "hosts": "localhost", "gather_facts": False,
-             "vars": {"_sglang_service_present": INSTANCES, **variables}, "tasks": [
+             "vars": {"instances_present": INSTANCES, **variables}, "tasks": [
                  {"name": "Router", "ansible.builtin.include_role": {
                      "name": "dflash.deploy.sglang_router", "tasks_from": tasks_from, "apply": {"tags": ["router"]}},
                   "when": "sglang_router_enabled | default(false) | bool"}] + (after or [])}]

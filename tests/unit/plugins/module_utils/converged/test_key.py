@@ -14,7 +14,7 @@ REPO = Path(__file__).resolve().parents[5]
 
 
 def test_only_product_variables_count():
-    names = ["sglang_service_instances", "dflash_controller_dir", "_sglang_service_present", "ansible_host",
+    names = ["sglang_service_instances", "dflash_controller_dir", "instances_present", "ansible_host",
              "dflash_deploy_report", "deploy_dflash_serial", "host_lock_wait", "deploy_state_enabled"]
     assert K.product_var_names(names) == ["dflash_controller_dir", "host_lock_wait", "sglang_service_instances"]
 
