@@ -20,7 +20,9 @@ The lock is `uv pip compile --generate-hashes` output: ``name==version \\`` line
 ``    --hash=sha256:<hex>`` lines; comments and ``# via`` lines are skipped. ``known`` lists
 what this host (or the operator) already knows to be the bytes of a name and version:
 ``{"source": "release 5c1e…", "lock": "<lock text>"}`` (a built release's lock) or
-``{"source": "sglang_venv_pinned_hashes", "hashes": {"name==version": ["<hex>", ...]}}``.
+``{"source": "sglang_venv_pinned_hashes", "hashes": {"name==version": ["<hex>", ...]}}`` (a table: the
+operator's pins, the fleet's hashes file, or the collection's hashes of its default versions, which
+sglang_venv ships in its vars/main.yml).
 
 A lock is refused when a package in it has no sha256 (uv could not pin it, so `uv pip sync
 --require-hashes` would stop later, after the venv was made), or when a name and version

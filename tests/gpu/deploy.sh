@@ -137,6 +137,8 @@ all:
       hosts:
         gpu-target:
 EOF
+# sglang_venv_default_stack_hashes: false: the fixture wheels share the real names and versions (sglang
+# 0.5.11) but not their bytes, and the collection's hashes of the real files would refuse them
 cat > "$WORK/vars.json" <<EOF
 {
   "stage_artifacts_dir": "$WORK/artifacts",
@@ -156,6 +158,7 @@ cat > "$WORK/vars.json" <<EOF
   "dflash_overlay_source_dir": "$WORK/artifacts/dflash-src",
   "sglang_venv_source": "wheelhouse",
   "sglang_venv_wheelhouse_controller_dir": "$WORK/wheelhouse",
+  "sglang_venv_default_stack_hashes": false,
   "sglang_venv_uv_controller_path": "$(command -v uv)",
   "sglang_venv_python": "/usr/bin/python3",
   "sglang_venv_keep_releases": 3,

@@ -1,0 +1,151 @@
+# Copyright: (c) 2025, dflash.deploy contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The collection's hashes of its default versions (issue 46, item 3): roles/sglang_venv/vars/main.yml holds the
+sha256 of every file the installer's default index serves for the versions the role's defaults name
+(tools/default_stack_hashes.py wrote it; its --check needs the network and is not run here), and
+tasks/lock_hashes.yml counts them as known while sglang_venv_default_stack_hashes is true: a fresh host of a fresh
+fleet (no release, no fleet file, nothing pinned) refuses other bytes under those names and versions, naming the
+collection's hashes; with the variable false (the lab's fixtures) it takes them. The GPU kit's pinned real wheels
+are among the shipped hashes."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+from role_collection import role_collection
+
+REPO = Path(__file__).resolve().parents[2]
+SHIPPED = REPO / "roles" / "sglang_venv" / "vars" / "main.yml"
+
+
+def _load(name: str, path: Path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+mod = _load("dflash_lock_hashes_default_stack", REPO / "plugins" / "filter" / "lock_hashes.py")
+tool = _load("dflash_default_stack_hashes_tool", REPO / "tools" / "default_stack_hashes.py")
+TABLE = yaml.safe_load(SHIPPED.read_text())["_sglang_venv_default_stack_hashes"]
+SOURCE = ("the collection's hashes of its default versions (roles/sglang_venv/vars/main.yml; "
+          "sglang_venv_default_stack_hashes=false leaves them out)")
+PUBLISHED = "0cdf73e8d463df53010c33017c7baa68ce5f2d0bf7d015923d6b37b809ca7c50"  # sglang 0.5.11 cp312 x86_64
+FIXTURE = "f1" * 32  # the lab's fixture sglang 0.5.11: the same name and version, other bytes
+TORCH = "c" * 64
+
+
+def _lock(*hashes: str, torch: bool = True) -> str:
+    """A lock as `uv pip compile --generate-hashes` writes it: sglang 0.5.11 with these files, and torch."""
+    text = "sglang==0.5.11 \\\n" + " \\\n".join(f"    --hash=sha256:{h}" for h in hashes) + "\n"
+    return text + (f"torch==2.11.0 \\\n    --hash=sha256:{TORCH}\n" if torch else "")
+
+
+def test_the_shipped_file_names_each_default_version_with_every_file_and_how_it_was_made():
+    defaults = yaml.safe_load((REPO / "roles" / "sglang_venv" / "defaults" / "main.yml").read_text())
+    assert defaults["sglang_venv_default_stack_hashes"] is True
+    # the versions the defaults name, and only those: a default changed without the tool run fails here
+    assert sorted(TABLE) == tool.default_pins() == [
+        "sglang==" + defaults["sglang_venv_sglang_version"], defaults["sglang_venv_overlay_base"].replace("[all]", "")]
+    for key, hashes in TABLE.items():
+        assert key == mod._key(*key.split("==")), key  # normalized as the filter keys a lock
+        assert hashes == sorted(set(hashes)) and all(re.fullmatch(r"[0-9a-f]{64}", h) for h in hashes), key
+    # uv's default index on 2026-12-07: sglang 0.5.11 eight wheels (cp310-cp313, x86_64 and aarch64), no sdist;
+    # sglang 0.5.9 one wheel and the sdist
+    assert {k: len(v) for k, v in TABLE.items()} == {"sglang==0.5.11": 8, "sglang==0.5.9": 2}
+    assert PUBLISHED in TABLE["sglang==0.5.11"]
+    text = SHIPPED.read_text()
+    assert re.search(r"^# Generated \d{4}-\d{2}-\d{2} with uv [0-9.]+ by `\.venv/bin/python tools/default_stack_hashes"
+                     r"\.py`$", text, re.M), text[:1200]
+    assert tool.render(TABLE, tool.GENERATED.search(text).group(0)) == text  # the tool's own output, not hand-kept
+    # the repository names no registry host: uv's own default index, unnamed
+    assert not re.search(r"https?://|pypi", text + (REPO / "tools" / "default_stack_hashes.py").read_text())
+
+
+def test_a_default_version_with_bytes_the_collection_did_not_record_is_refused_naming_its_hashes():
+    shipped = [{"source": SOURCE, "hashes": TABLE}]
+    errors = mod.lock_hash_errors(_lock(FIXTURE), shipped, [])
+    assert len(errors) == 1
+    assert errors[0].startswith(
+        f"sglang==0.5.11 is sha256 {FIXTURE[:16]}…, but {SOURCE} recorded sha256 0cdf73e8d463df53…")
+    assert f"sha256 {FIXTURE} is in no record" in errors[0]
+    assert "sglang_venv_accept_new_hashes=true" in errors[0]
+    assert "sglang_venv_pinned_hashes['sglang==0.5.11']" in errors[0]
+    # from a wheelhouse the refusal names the wheel
+    wheel = "/opt/dflash/artifacts/wheelhouse/sglang-0.5.11-py3-none-any.whl"
+    assert mod.lock_hash_errors(_lock(FIXTURE), shipped, [wheel])[0].startswith(
+        "wheel sglang-0.5.11-py3-none-any.whl (sglang==0.5.11) is sha256")
+    # one file added beside the published ones (an index serving one more) is refused too
+    assert len(mod.lock_hash_errors(_lock(*TABLE["sglang==0.5.11"], FIXTURE), shipped, [])) == 1
+    # the published files pass: the one a wheelhouse holds, or all of them from the index; torch is no default version
+    assert mod.lock_hash_errors(_lock(PUBLISHED), shipped, []) == []
+    assert mod.lock_hash_errors(_lock(*TABLE["sglang==0.5.11"]), shipped, []) == []
+    # another version is not the shipped one's
+    assert mod.lock_hash_errors(_lock(FIXTURE).replace("0.5.11", "0.5.12"), shipped, []) == []
+    # pinned beside them, the fixture's hash is known
+    pinned = {"source": "sglang_venv_pinned_hashes", "hashes": {"sglang==0.5.11": [FIXTURE]}}
+    assert mod.lock_hash_errors(_lock(FIXTURE), [pinned, *shipped], []) == []
+
+
+def test_the_gpu_kits_real_wheels_are_among_the_shipped_hashes():
+    """The kit pins the published files the GPU runs start from (tests/gpu/kit/*.txt, pip checks them)."""
+    checked = []
+    for path in sorted((REPO / "tests" / "gpu" / "kit").glob("*.txt")):
+        for key, hashes in mod.lock_hashes(path.read_text()).items():
+            if key in TABLE:
+                assert hashes and set(hashes) <= set(TABLE[key]), (path.name, key, hashes)
+                checked.append(key)
+    assert sorted(checked) == ["sglang==0.5.11", "sglang==0.5.9"]
+
+
+def _run(root: Path) -> tuple[int, dict]:
+    env = dict(os.environ, ANSIBLE_CONFIG=str(root / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
+               ANSIBLE_STDOUT_CALLBACK="ansible.posix.json", ANSIBLE_DEPRECATION_WARNINGS="false",
+               ANSIBLE_LOCAL_TEMP=str(root / "local-tmp"))
+    env.pop("ANSIBLE_COLLECTIONS_PATH", None)
+    proc = subprocess.run([str(REPO / ".venv" / "bin" / "ansible-playbook"), "-i", str(root / "hosts.yml"),
+                           str(root / "play.yml")], cwd=root, env=env, capture_output=True, text=True, timeout=300,
+                          check=False)
+    try:
+        return proc.returncode, json.loads(proc.stdout[proc.stdout.index("{"):])
+    except ValueError:
+        raise AssertionError(proc.stdout[-3000:] + proc.stderr[-3000:]) from None
+
+
+def test_a_fresh_host_of_a_fresh_fleet_refuses_the_fixture_unless_the_switch_is_off(tmp_path):
+    """The role's own lock_hashes.yml, real ansible-playbook over local hosts with no release, no fleet file and
+    nothing pinned: the fixture's bytes are refused by the shipped hashes, taken with the switch off (as the lab
+    sets it) or with sglang_venv_accept_new_hashes; the published file passes with the switch on."""
+    role_collection(tmp_path, ("host_layout", "sglang_venv"))
+    facts = {"sglang_venv_lock": "{{ lock_text }}", "sglang_venv_release_id": "r-{{ inventory_hostname }}",
+             "_sglang_venv_uv_ready": True,
+             "sglang_venv_release_dir": "{{ sglang_venv_base_dir }}/releases/r-{{ inventory_hostname }}"}
+    (tmp_path / "play.yml").write_text(yaml.safe_dump([{
+        "name": "A fresh host checks its lock", "hosts": "all", "gather_facts": False, "tasks": [
+            {"name": "Set what the role's earlier tasks set", "ansible.builtin.set_fact": facts},
+            {"name": "Run the role's tasks", "ansible.builtin.include_role": {
+                "name": "dflash.deploy.sglang_venv", "tasks_from": "lock_hashes"}}]}]))
+    hosts = {"fixture_on": {"lock_text": _lock(FIXTURE)},
+             "fixture_off": {"lock_text": _lock(FIXTURE), "sglang_venv_default_stack_hashes": False},
+             "fixture_accepted": {"lock_text": _lock(FIXTURE), "sglang_venv_accept_new_hashes": True},
+             "published_on": {"lock_text": _lock(PUBLISHED)}}
+    (tmp_path / "hosts.yml").write_text(yaml.safe_dump({"all": {"vars": {
+        "ansible_connection": "local", "ansible_python_interpreter": sys.executable,
+        "sglang_venv_base_dir": str(tmp_path / "hosts") + "/{{ inventory_hostname }}"}, "hosts": hosts}}))
+    rc, out = _run(tmp_path)
+    assert rc != 0
+    checks = {host: result for task in out["plays"][0]["tasks"] for host, result in task["hosts"].items()
+              if task["task"]["name"].rsplit(" : ", 1)[-1].startswith("Refuse a lock")}
+    assert sorted(checks) == sorted(hosts), out
+    assert {h for h, r in checks.items() if r.get("failed")} == {"fixture_on"}
+    message = checks["fixture_on"]["msg"]
+    assert message.startswith("release r-fixture_on was not built, nothing was installed or switched: "
+                              f"sglang==0.5.11 is sha256 {FIXTURE[:16]}…, but {SOURCE} recorded sha256 "), message
+    assert f"sha256 {FIXTURE} is in no record" in message and "torch" not in message and "\n" not in message.strip()
+    assert not (tmp_path / "hosts").exists()  # nothing was built anywhere

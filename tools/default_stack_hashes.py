@@ -1,0 +1,165 @@
+#!/usr/bin/env python3
+"""The sha256 of every file of the versions the collection names by default, shipped with sglang_venv.
+
+    .venv/bin/python tools/default_stack_hashes.py           # rewrite roles/sglang_venv/vars/main.yml (network)
+    .venv/bin/python tools/default_stack_hashes.py --check   # exit 1 if it differs from what would be written
+
+The versions are read from roles/sglang_venv/defaults/main.yml, the only place they are named:
+``sglang==<sglang_venv_sglang_version>`` (``dflash_source=upstream``, the default) and the
+``name==version`` of ``sglang_venv_overlay_base`` (``dflash_source=overlay``, extras left out). Other
+exact versions the collection names by default are left out because no lock check reads them:
+``sglang_router_version`` is installed from the router's own lock (roles/sglang_router, not checked
+against known hashes), and kernel_pin names none (its pins are the DFlash source's declaration).
+
+For each version, one call (two versions of one name in one call are a conflict)::
+
+    uv pip compile --no-deps --generate-hashes --universal --no-config --no-header --no-annotate -
+
+with ``name==version`` on stdin, against uv's own default index: the index is named nowhere, and
+the variables that would name one (UV_INDEX_URL, UV_DEFAULT_INDEX, UV_INDEX, UV_EXTRA_INDEX_URL,
+UV_FIND_LINKS, UV_NO_INDEX; --no-config: uv.toml) are left out of uv's environment. uv lists the
+sha256 of every file the index serves for a pinned version, each platform's wheels and the sdist
+(checked on 2026-12-07 against the index's own file list: sglang 0.5.11 eight wheels, no sdist;
+sglang 0.5.9 one wheel and the sdist); ``--universal`` makes the call independent of this
+machine's interpreter and platform (sglang 0.5.11 has Linux wheels only, CPython 3.10 to 3.13).
+
+The file holds ``_sglang_venv_default_stack_hashes: {"name==version": [sha256 hex, ...]}`` (keys as
+the lock_hashes filter normalizes them, hashes sorted), which tasks/lock_hashes.yml counts as one more
+known source while ``sglang_venv_default_stack_hashes`` is true. ``--check`` keeps the file's own
+"Generated" line (date and uv version) and compares the rest, so it fails only on other hashes, or
+on a version in the defaults that the file does not name (run the tool after changing a default).
+The uv that runs is ``--uv``, else ``$UV``, else .tools/uv/bin/uv, else ``uv`` on the PATH.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import difflib
+import importlib.util
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+ROLE = REPO / "roles" / "sglang_venv"
+SHIPPED = ROLE / "vars" / "main.yml"
+VARIABLE = "_sglang_venv_default_stack_hashes"
+COMPILE = ["pip", "compile", "--no-deps", "--generate-hashes", "--universal", "--no-config", "--no-header",
+           "--no-annotate", "--quiet", "-"]
+# uv's environment without anything that names an index: the file records uv's own default index.
+UNSET = ("UV_INDEX_URL", "UV_DEFAULT_INDEX", "UV_INDEX", "UV_EXTRA_INDEX_URL", "UV_FIND_LINKS", "UV_NO_INDEX",
+         "UV_CONFIG_FILE", "PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS")
+GENERATED = re.compile(r"^# Generated .*$", re.M)
+
+_spec = importlib.util.spec_from_file_location("dflash_lock_hashes_tool",
+                                               REPO / "plugins" / "filter" / "lock_hashes.py")
+lock_hashes = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(lock_hashes)
+
+
+def default_pins(defaults: Path = ROLE / "defaults" / "main.yml") -> list[str]:
+    """The ``name==version`` the role's defaults name, normalized as the lock_hashes filter keys them."""
+    d = yaml.safe_load(defaults.read_text())
+    pins = ["sglang==" + str(d["sglang_venv_sglang_version"]), str(d["sglang_venv_overlay_base"])]
+    keys = []
+    for pin in pins:
+        m = lock_hashes._PIN.match(pin)
+        if not m:
+            raise SystemExit(f"default_stack_hashes: {pin!r} is not name==version")
+        keys.append(lock_hashes._key(m.group(1), m.group(2)))
+    return sorted(set(keys))
+
+
+def find_uv(given: str | None) -> str:
+    for candidate in (given, os.environ.get("UV"), str(REPO / ".tools" / "uv" / "bin" / "uv"), shutil.which("uv")):
+        if candidate and Path(candidate).is_file():
+            return candidate
+    raise SystemExit("default_stack_hashes: no uv (--uv PATH, $UV, .tools/uv/bin/uv or uv on the PATH)")
+
+
+def uv_env() -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in UNSET}
+    env.update(UV_PYTHON_DOWNLOADS="never", UV_NO_PROGRESS="1")
+    return env
+
+
+def hashes_of(uv: str, key: str) -> list[str]:
+    """Every sha256 uv's default index serves for ``key`` (name==version)."""
+    proc = subprocess.run([uv, *COMPILE], input=key + "\n", env=uv_env(), capture_output=True, text=True,
+                          check=False, timeout=600)
+    if proc.returncode != 0:
+        raise SystemExit(f"default_stack_hashes: uv pip compile {key} failed (rc {proc.returncode}):\n{proc.stderr}")
+    table = lock_hashes.lock_hashes(proc.stdout)
+    if list(table) != [key] or not table[key]:
+        raise SystemExit(f"default_stack_hashes: uv pip compile {key} gave {table!r}, not the hashes of {key}")
+    return table[key]
+
+
+def render(table: dict, generated: str) -> str:
+    lines = ["---",
+             "# sglang_venv's internal variables: role vars outrank the inventory; sglang_venv_default_stack_hashes",
+             "# (false leaves these out) and sglang_venv_pinned_hashes (added to them) are the operator's.",
+             "#",
+             "# The sha256 of every file (each platform's wheels and the sdist) that uv's own default index serves",
+             "# for the versions the collection names by default (defaults/main.yml: sglang_venv_sglang_version,",
+             "# sglang_venv_overlay_base). tasks/lock_hashes.yml counts them as one more known source while",
+             "# sglang_venv_default_stack_hashes is true, so the first host of the first fleet refuses other bytes",
+             "# under these names and versions too.",
+             generated,
+             "# (per version: `uv pip compile --no-deps --generate-hashes --universal`, uv's own default index).",
+             "# Not edited by hand: `.venv/bin/python tools/default_stack_hashes.py --check` compares it with the",
+             "# index, and tests/unit/test_default_stack_hashes.py with the defaults and the GPU kit's pins.",
+             f"{VARIABLE}:"]
+    for key in sorted(table):
+        lines.append(f'  "{key}":')
+        lines += [f"    - {h}" for h in sorted(table[key])]
+    return "\n".join(lines) + "\n"
+
+
+def generated_line(uv: str, day: str) -> str:
+    version = subprocess.run([uv, "--version"], capture_output=True, text=True, check=True).stdout.split()
+    return (f"# Generated {day} with uv {version[1] if len(version) > 1 else '?'} by "
+            "`.venv/bin/python tools/default_stack_hashes.py`")
+
+
+def shipped_table(text: str) -> dict:
+    return (yaml.safe_load(text) or {}).get(VARIABLE) or {}
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--check", action="store_true", help="exit 1 if the shipped file differs from what would be written")
+    p.add_argument("--uv", help="the uv to run")
+    p.add_argument("--date", default=datetime.date.today().isoformat(), help="the date the header names (YYYY-MM-DD)")
+    args = p.parse_args(argv)
+    uv = find_uv(args.uv)
+    table = {key: hashes_of(uv, key) for key in default_pins()}
+    old = SHIPPED.read_text() if SHIPPED.exists() else ""
+    line = GENERATED.search(old)
+    # The date and uv version change only with the hashes (--check compares everything else).
+    keep = line and (args.check or shipped_table(old) == table)
+    new = render(table, line.group(0) if keep else generated_line(uv, args.date))
+    summary = ", ".join(f"{k} ({len(v)} files)" for k, v in table.items())
+    where = SHIPPED.relative_to(REPO)
+    if args.check:
+        if new != old:
+            sys.stderr.writelines(difflib.unified_diff(old.splitlines(True), new.splitlines(True), str(where),
+                                                       "what tools/default_stack_hashes.py would write"))
+            print(f"{where} differs from uv's default index: run tools/default_stack_hashes.py", file=sys.stderr)
+            return 1
+        print(f"{where} is up to date: {summary}")
+        return 0
+    if new != old:
+        SHIPPED.parent.mkdir(exist_ok=True)
+        SHIPPED.write_text(new)
+    print(f"{'wrote' if new != old else 'unchanged'} {where}: {summary}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
