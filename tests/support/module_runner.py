@@ -9,8 +9,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+from ansible.module_utils.common.parameters import PASS_VARS
+
 REPO = Path(__file__).resolve().parents[2]
 COLLECTIONS = REPO / ".collections"
+# What asks the module to return its `invocation` (the arguments as it masked them): ansible-core 2.21 returns it
+# only when the controller asks (_ansible_inject_invocation); 2.19 always returns it and refuses the unknown key.
+INJECT_INVOCATION = {"_ansible_inject_invocation": True} if "inject_invocation" in PASS_VARS else {}
 
 
 def run_module(name: str, args: dict, check: bool = False, diff: bool = False,

@@ -71,9 +71,9 @@ def _includes_owner_first(path):
 
 
 def _importers(path):
-    """The playbook files that import or include the task file ``path`` by its name."""
+    """The playbook files that import or include the task file ``path`` by its name (inline, or as ``file:``)."""
     return [other for other in sorted(REPO.glob("playbooks/**/*.yml"))
-            if other != path and re.search(r"(import|include)_tasks:.*\b%s\b" % re.escape(path.name),
+            if other != path and re.search(r"(import|include)_tasks:(?:\s*\n\s*file:)?.*\b%s\b" % re.escape(path.name),
                                            "\n".join(code(other.read_text())))]
 
 

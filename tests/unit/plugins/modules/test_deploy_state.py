@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "support"))
-from module_runner import run_module  # noqa: E402
+from module_runner import INJECT_INVOCATION, run_module  # noqa: E402
 
 KEY = {"collection": "c", "vars": "v", "artifacts": "a"}
 SMI_ROWS = "0, GPU-a, 00000000:01:00.0, 580.95.05\n1, GPU-b, 00000000:21:00.0, 580.95.05\n"
@@ -405,7 +405,7 @@ def test_an_index_with_credentials_stays_out_of_the_record_and_a_new_index_is_se
     token = "s3cr3t-T0ken"
     command = dict(host["args"]["command"], env={"UV_DEFAULT_INDEX": f"https://deploy:{token}@127.0.0.1:9/simple"})
     host["args"]["command"] = command
-    rc, out = run_module("deploy_state", dict(host["args"], state="recorded", _ansible_inject_invocation=True))
+    rc, out = run_module("deploy_state", dict(host["args"], state="recorded", **INJECT_INVOCATION))
     assert rc == 0 and out["changed"] is True, out
     assert token not in json.dumps(out) and "********" in json.dumps(out["invocation"])
     text = Path(host["args"]["path"]).read_text()

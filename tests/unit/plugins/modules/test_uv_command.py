@@ -8,7 +8,7 @@ import json
 import stat
 from pathlib import Path
 
-from module_runner import run_module
+from module_runner import INJECT_INVOCATION, run_module
 
 TOKEN = "s3cr3t-T0ken"
 INDEX = f"https://deploy:{TOKEN}@packages.example.com/simple"
@@ -36,7 +36,7 @@ def test_the_index_reaches_uv_in_its_environment_never_its_command_line(tmp_path
     prog = _fake_uv(tmp_path)
     env = {"UV_NO_CONFIG": "1", "UV_DEFAULT_INDEX": INDEX, "UV_INDEX": "http://127.0.0.1:9/extra", "https_proxy": PROXY}
     rc, out = run_module("uv_command", {"argv": [str(prog), "pip", "compile", "-"], "stdin": "sglang==0.5.11",
-                                        "env": env, "_ansible_inject_invocation": True})
+                                        "env": env, **INJECT_INVOCATION})
     assert rc == 0, out
     seen = json.loads((tmp_path / "seen.json").read_text())
     assert seen["cmdline"][-3:-1] == ["compile", "-"]
