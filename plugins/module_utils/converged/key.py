@@ -27,8 +27,11 @@ import stat
 # The variables a deploy reads (the roles' prefixes and the collection-wide dflash_*).
 PREFIXES = ("dflash_", "sglang_", "cuda_overlay_", "kernel_pin_", "host_layout_", "host_preflight_",
             "host_lock_", "instances_", "stage_artifacts_")
-# Read by the play, not by what it deploys: a fleet's batch size never makes a host stale.
-IGNORED = frozenset(("dflash_deploy_report", "deploy_dflash_serial", "deploy_dflash_max_fail_percentage"))
+# Read by the play, not by what it deploys: a fleet's batch size never makes a host stale. And the facts the
+# instances role publishes once it completed the list: computed by the run from sglang_service_instances (which
+# the key covers), not inputs.
+IGNORED = frozenset(("dflash_deploy_report", "deploy_dflash_serial", "deploy_dflash_max_fail_percentage",
+                     "instances_present", "instances_absent", "instances_all", "instances_api_keys"))
 # Variables naming a controller path the deploy reads (a file or a directory).
 CONTROLLER_PATH_VARS = ("dflash_overlay_source_dir", "cuda_overlay_bundle_controller_path", "stage_artifacts_dir",
                         "sglang_venv_wheelhouse_controller_dir")
