@@ -27,6 +27,7 @@ from __future__ import annotations
 import os
 import pwd
 import re
+import subprocess
 from urllib.parse import unquote
 
 MASK = "***"
@@ -155,3 +156,18 @@ def host_config_error(found):
             "sglang_venv_index_url / sglang_venv_extra_index_urls (indexes) and dflash_proxy_env (proxies) "
             "in the inventory instead and remove the file (or set host_preflight_host_config: warn to deploy "
             "without it)" % ", ".join("%s (%s configuration)" % (path, what) for path, what in found))
+
+
+def run_uv(argv, stdin, env):
+    """(rc, stdout, stderr) of uv run as ``argv`` in ``/``, ``stdin`` on its standard input and ``env`` added to
+    this process's environment (never its command line); rc None when it could not start. The uv_command
+    module's runner: here, as the other host-side runners are (host/runner.py), not in the module file."""
+    full_env = dict(os.environ)
+    full_env.update(env)
+    try:
+        proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,  # pylint: disable=ansible-bad-function
+                                stderr=subprocess.PIPE, env=full_env, cwd="/")
+    except OSError as exc:
+        return None, "", "%s: %s" % (argv[0], exc.strerror or exc)
+    out, err = proc.communicate((stdin or "").encode("utf-8") if stdin is not None else b"")
+    return proc.returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")

@@ -108,7 +108,6 @@ delta:
 
 import datetime
 import os
-import subprocess
 import traceback
 
 from ansible.module_utils.basic import AnsibleModule
@@ -120,19 +119,6 @@ except ImportError:
     IMPORT_ERROR = traceback.format_exc()
 else:
     IMPORT_ERROR = None
-
-
-def run(argv, stdin, env):
-    """(rc, stdout, stderr): ``env`` added to this process's environment; rc None when not started."""
-    full_env = dict(os.environ)
-    full_env.update(env)
-    try:
-        proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,  # pylint: disable=ansible-bad-function
-                                stderr=subprocess.PIPE, env=full_env, cwd="/")
-    except OSError as exc:
-        return None, "", "%s: %s" % (argv[0], exc.strerror or exc)
-    out, err = proc.communicate((stdin or "").encode("utf-8") if stdin is not None else b"")
-    return proc.returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
 
 
 def failure(argv, rc, stderr):
@@ -164,7 +150,7 @@ def main():
     if module.check_mode:
         module.exit_json(skipped=True, msg="not run in check mode", **result)
     start = datetime.datetime.now()
-    rc, out, err = run(argv, p["stdin"], env)
+    rc, out, err = U.run_uv(argv, p["stdin"], env)
     end = datetime.datetime.now()
     result.update(start=str(start), end=str(end), delta=str(end - start))
     result.update(rc=rc, stdout=out.rstrip("\r\n"), stderr=err.rstrip("\r\n"),
