@@ -156,7 +156,7 @@ mutate-roles: fixtures
 # containers and servers (the machine is about half busy then):
 # a+b runs lanes at once, x,y runs targets in order within a lane, ~x runs a
 # lane under nice 19 (it takes only the CPU the lab tests leave idle).
-TEST_STAGES := fixtures lab-suite+~lint,unit,integration,fixture-tests,chain,collection,sanity,matrix-oldest
+TEST_STAGES := fixtures lab-suite+~lint,unit,integration,fixture-tests,chain,collection,sanity
 
 test: setup
 	@bash tools/run_stages.sh $(TEST_STAGES)
@@ -169,8 +169,9 @@ test: setup
 test-matrix: setup fixtures
 	@bash tools/test_matrix.sh
 
-# The oldest supported line beside the development one in every make test: unit tests and ansible-test sanity on
-# ansible-core 2.19 (the toolchain's 2.21 runs them in lint..sanity); the lab runs on 2.21 only.
+# The oldest supported line beside the development one: unit tests and ansible-test sanity on ansible-core 2.19
+# (the toolchain's 2.21 runs them in make test). Not in make test yet: in its niced lane it made the lab's
+# scenarios 100-130 s slower each (2026-12-07), more than the 45-minute budget has; docs/test-runs.md.
 matrix-oldest: setup fixtures
 	@MATRIX_LINES=2.19 MATRIX_LAB=0 bash tools/test_matrix.sh
 
