@@ -10,15 +10,12 @@ are among the shipped hashes."""
 from __future__ import annotations
 
 import importlib.util
-import json
-import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 
 import yaml
-from role_collection import role_collection
+from role_collection import role_collection, run_play_json
 
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED = REPO / "roles" / "sglang_venv" / "vars" / "main.yml"
@@ -104,20 +101,6 @@ def test_the_gpu_kits_real_wheels_are_among_the_shipped_hashes():
     assert sorted(checked) == ["sglang==0.5.11", "sglang==0.5.9"]
 
 
-def _run(root: Path) -> tuple[int, dict]:
-    env = dict(os.environ, ANSIBLE_CONFIG=str(root / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
-               ANSIBLE_STDOUT_CALLBACK="ansible.posix.json", ANSIBLE_DEPRECATION_WARNINGS="false",
-               ANSIBLE_LOCAL_TEMP=str(root / "local-tmp"))
-    env.pop("ANSIBLE_COLLECTIONS_PATH", None)
-    proc = subprocess.run([str(REPO / ".venv" / "bin" / "ansible-playbook"), "-i", str(root / "hosts.yml"),
-                           str(root / "play.yml")], cwd=root, env=env, capture_output=True, text=True, timeout=300,
-                          check=False)
-    try:
-        return proc.returncode, json.loads(proc.stdout[proc.stdout.index("{"):])
-    except ValueError:
-        raise AssertionError(proc.stdout[-3000:] + proc.stderr[-3000:]) from None
-
-
 def test_a_fresh_host_of_a_fresh_fleet_refuses_the_fixture_unless_the_switch_is_off(tmp_path):
     """The role's own lock_hashes.yml, real ansible-playbook over local hosts with no release, no fleet file and
     nothing pinned: the fixture's bytes are refused by the shipped hashes, taken with the switch off (as the lab
@@ -138,7 +121,7 @@ def test_a_fresh_host_of_a_fresh_fleet_refuses_the_fixture_unless_the_switch_is_
     (tmp_path / "hosts.yml").write_text(yaml.safe_dump({"all": {"vars": {
         "ansible_connection": "local", "ansible_python_interpreter": sys.executable,
         "sglang_venv_base_dir": str(tmp_path / "hosts") + "/{{ inventory_hostname }}"}, "hosts": hosts}}))
-    rc, out = _run(tmp_path)
+    rc, out = run_play_json(tmp_path)
     assert rc != 0
     checks = {host: result for task in out["plays"][0]["tasks"] for host, result in task["hosts"].items()
               if task["task"]["name"].rsplit(" : ", 1)[-1].startswith("Refuse a lock")}

@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
-from role_collection import role_collection
+from role_collection import role_collection, run_play_json
 
 REPO = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location("dflash_lock_hashes_fleet",
@@ -61,20 +59,6 @@ def _write_lab(root: Path, store: bool) -> Path:
     return (root / "store" if store else root / "controller") / "fleet-hashes.json"
 
 
-def _run(root: Path) -> tuple[int, dict]:
-    env = dict(os.environ, ANSIBLE_CONFIG=str(root / "coll" / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
-               ANSIBLE_STDOUT_CALLBACK="ansible.posix.json", ANSIBLE_DEPRECATION_WARNINGS="false",
-               ANSIBLE_LOCAL_TEMP=str(root / "local-tmp"))
-    env.pop("ANSIBLE_COLLECTIONS_PATH", None)
-    proc = subprocess.run([str(REPO / ".venv" / "bin" / "ansible-playbook"), "-i", str(root / "hosts.yml"),
-                           str(root / "play.yml")], cwd=root, env=env, capture_output=True, text=True, timeout=300,
-                          check=False)
-    try:
-        return proc.returncode, json.loads(proc.stdout[proc.stdout.index("{"):])
-    except ValueError:
-        raise AssertionError(proc.stdout[-3000:] + proc.stderr[-3000:]) from None
-
-
 def _results(out: dict, play: str, prefix: str) -> list[tuple[str, dict]]:
     return [(host, result) for p in out["plays"] if p["play"]["name"] == play for task in p["tasks"]
             if task["task"]["name"].rsplit(" : ", 1)[-1].startswith(prefix) for host, result in task["hosts"].items()]
@@ -83,7 +67,7 @@ def _results(out: dict, play: str, prefix: str) -> list[tuple[str, dict]]:
 @pytest.mark.parametrize("store", [False, True], ids=["controller", "store-host"])
 def test_a_fresh_host_refuses_a_hash_the_fleet_did_not_record(tmp_path, store):
     fleet = _write_lab(tmp_path, store)
-    rc, out = _run(tmp_path)
+    rc, out = run_play_json(tmp_path, tmp_path / "coll" / "ansible.cfg")
     assert rc != 0
     # The first play wrote once per batch (h1's lock, then h2's merged in); the second wrote nothing.
     merges = _results(out, "Two hosts build, one batch at a time", "Merge the batch's hashes")
