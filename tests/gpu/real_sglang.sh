@@ -30,6 +30,8 @@
 #           play) with jit-cache-sm90.tar.gz restored into its cache dirs first when carried (not in the kit); the greedy outputs
 #           of 1 and 2 compared token for token
 #   warm    3 tiny restarted: its own JIT caches (kept in /var/cache/dflash/tiny) are warm
+#   sdrouter (with SYSTEMD=1, needs the surge group for sglang-router 0.3.2) the router in front of tiny,
+#           as the deploy installed and started it under systemd: unit, key, workers, a request through it
 #   surge   (issue 26, instead of serve/warm; needs .gpu-carry/wheels-c.tar.xz, sglang-router 0.3.2 and
 #           its closure) the surge upgrade of sglang_service's surge_up.yml / restart_wave.yml /
 #           surge_down.yml, step by step with the collection's own modules run as programs, behind the
@@ -272,6 +274,7 @@ play() {  # NAME VARS PLAYBOOK ARGS...
   return $rc
 }
 has surge && ROUTER=1
+has sdrouter && ROUTER=1
 write_vars "$WORK/vars.json" "$(instance_json tiny 30001 1)"
 
 if has stage; then
@@ -468,6 +471,21 @@ if [ "${SYSTEMD:-}" = 1 ] && [ -n "$RELEASE" ] && has rollback; then
   sd_unit
   sd_ready after-rollback; log "after the rollback: instance_ready rc=$?"
   python3 "$REPO/tests/gpu/sglang_client.py" --port 30001 --model tiny --out "$RES/client-after-rollback.json" 2>&1 | tail -2 | tee -a "$RES/steps.log"
+fi
+if [ "${SYSTEMD:-}" = 1 ] && [ -n "$RELEASE" ] && has sdrouter; then
+  # The managed router the deploy installed, started and registered tiny with, under systemd (issue 45
+  # item 2): its unit active as the service user without devices, its worker API closed without the
+  # control-plane key (401) and open with it, tiny its one worker, a request through it answered.
+  RUNIT=sglang-router@tiny.service RURL=http://127.0.0.1:$ROUTER_PORT
+  log "router: $RUNIT $(systemctl show -p ActiveState,MainPID,User,DevicePolicy,NRestarts --value "$RUNIT" | tr '\n' ' ')"
+  systemctl cat "$RUNIT" > "$RES/router-unit.txt" 2>&1
+  KEY=$(sed -n 's/^SGLANG_ROUTER_CONTROL_PLANE_API_KEY=//p' "$CONF/router/tiny.env")
+  log "router: GET /workers without the key: $(curl -s -o /dev/null -w '%{http_code}' "$RURL/workers"); with it: $(curl -s -H "Authorization: Bearer $KEY" "$RURL/workers" | tee "$RES/router-workers.json" | cut -c1-300)"
+  log "router: POST /workers without the key: $(curl -s -o /dev/null -w '%{http_code}' -X POST -H 'Content-Type: application/json' -d '{"url": "http://127.0.0.1:39999"}' "$RURL/workers")"
+  s=$(date +%s%N)
+  log "router: POST /generate through it: $(curl -s -m 120 -X POST -H 'Content-Type: application/json' -d '{"text": "The capital of France is", "sampling_params": {"max_new_tokens": 8, "temperature": 0}}' "$RURL/generate" | cut -c1-300) in $(( ($(date +%s%N) - s) / 1000000 )) ms"
+  log "router: listening $(grep -c ' 0100007F:7594 00000000:0000 0A ' /proc/net/tcp) on 127.0.0.1:$ROUTER_PORT, $(grep -c ' 00000000:7594 00000000:0000 0A ' /proc/net/tcp) on 0.0.0.0"
+  journalctl -u "$RUNIT" --no-pager -o short-monotonic > "$RES/journal-router.txt" 2>&1
 fi
 # -- surge (issue 26): the surge upgrade behind the real router, step by step, the load counted
 module() {  # LABEL MODULE ARGS_JSON: a module file run as a program (as serve() runs instance_ready)
