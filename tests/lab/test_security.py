@@ -344,8 +344,8 @@ def test_a_port_someone_else_holds_gets_neither_request_nor_key_and_is_named(dep
     since = sh("date +%s").strip()
     try:
         sh(f"systemctl stop {UNIT}")
-        sh("setsid -f runuser -u mallory -- python3 /var/tmp/dflash-mallory.py >/dev/null 2>&1 </dev/null;"
-           " for i in $(seq 50); do grep -q ' 0100007F:7531 00000000:0000 0A ' /proc/net/tcp && exit 0; sleep 0.2; done; exit 1")
+        sh("setsid -f runuser -u mallory -- python3 /var/tmp/dflash-mallory.py >/dev/null 2>&1 </dev/null; for i in"
+           " $(seq 50); do grep -q ' 0100007F:7531 00000000:0000 0A ' /proc/net/tcp && exit 0; sleep 0.2; done; exit 1")
         holder = sh("pgrep -u mallory -f dflash-mallory.py").split()[0]
         res = adhoc(HOST, "dflash.deploy.instance_ready", ready)[HOST]
         assert res.get("failed"), res
