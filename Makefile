@@ -21,7 +21,7 @@ help:
 	@echo "make lab-down  remove the lab (the cached base image stays)"
 	@echo "make lab-test  lab up, the lab's own tests, lab down"
 	@echo "make molecule  the deploy proofs (extensions/molecule) in the lab"
-	@echo "make lab-suite  lab-test and molecule in one session of the lab, the twin's scenarios beside (what make test runs)"
+	@echo "make lab-suite  lab-test, then molecule, in one session of the lab (what make test runs)"
 	@echo "make test-shuffled  the scenarios in a random order (SEED=N repeats one; not part of make test)"
 	@echo "make demo      lab up, deploy ct200, print its /v1/models"
 	@echo "make gpu-systemd-debs  systemd 252's Debian packages for the GPU machine (tests/gpu/systemd_ns.sh)"
@@ -98,13 +98,13 @@ lab-test: fixtures
 
 # The deploy's proofs: molecule scenarios under extensions/molecule (create and
 # destroy are tools/lab/lab.py up/down), all under one hold of the lab's lock, in two
-# streams (tools/lab/molecule_streams.sh): once the artifacts both read are staged,
-# MOLECULE_SCENARIOS on ct200, one after another, and beside them MOLECULE_TWIN_SCENARIOS on
-# ct200's twin ct240 (the lab's work is mostly waiting on hosts and servers, so two streams
-# overlap well on two cores). Naming MOLECULE_SCENARIOS runs those alone, on ct200.
+# streams (tools/lab/molecule_streams.sh): MOLECULE_SCENARIOS on ct200, one after another,
+# and beside them, once the first has passed, MOLECULE_TWIN_SCENARIOS on ct200's twin ct240
+# (the lab's load leaves the two cores about half idle during one stream). Naming
+# MOLECULE_SCENARIOS runs those alone, on ct200.
 # extensions/molecule/config.yml holds what every scenario shares; each molecule.yml only what differs.
-MOLECULE_SCENARIOS ?= default drift check_mode offline host_failure fleet
-MOLECULE_TWIN_DEFAULT := faults router incident_failures two_instances
+MOLECULE_SCENARIOS ?= default incident_failures drift check_mode two_instances offline host_failure fleet
+MOLECULE_TWIN_DEFAULT := faults router
 MOLECULE_TWIN_SCENARIOS ?= $(if $(filter command line environment,$(origin MOLECULE_SCENARIOS)),,$(MOLECULE_TWIN_DEFAULT))
 # MOLECULE_VENV (relative to the checkout): whose molecule and ansible run the scenarios (make test-matrix sets it).
 MOLECULE_VENV ?= $(VENV)
@@ -112,14 +112,13 @@ molecule: fixtures
 	PATH=$(CURDIR)/$(MOLECULE_VENV)/bin:$$PATH tools/lab/session.sh tools/lab/molecule_streams.sh \
 	  "$(MOLECULE_SCENARIOS)" "$(MOLECULE_TWIN_SCENARIOS)"
 
-# The lab tests and the scenarios in one session of the lab (one `lab.py up`, one `down`
-# at the end, one hold of the lab's lock): what make test runs. The twin's stream starts
-# with the lab tests; the scenarios on ct200 follow the lab tests, which use ct200 and ct129
-# (never the twin). The inner session.sh calls find the lab up and leave it so. Each scenario
-# still starts from its own prepare.
+# The lab tests and then the scenarios in one session of the lab (one `lab.py up`, one `down`
+# at the end, one hold of the lab's lock): what make test runs. The inner session.sh calls
+# find the lab up and leave it so. Each scenario still starts from its own prepare.
 lab-suite: fixtures
-	PATH=$(CURDIR)/$(MOLECULE_VENV)/bin:$$PATH tools/lab/session.sh tools/lab/molecule_streams.sh \
-	  "$(MOLECULE_SCENARIOS)" "$(MOLECULE_TWIN_SCENARIOS)" $(MAKE) --no-print-directory -o setup -o fixtures lab-test
+	tools/lab/session.sh bash -c 't=$$SECONDS; $(MAKE) --no-print-directory -o setup -o fixtures lab-test \
+	  && echo "=== lab-test: $$((SECONDS - t)) s" && t=$$SECONDS \
+	  && $(MAKE) --no-print-directory -o setup -o fixtures molecule && echo "=== molecule: $$((SECONDS - t)) s"'
 
 # The scenarios in another order (not part of make test): SEED picks it (printed; the
 # same SEED gives the same order), to find a scenario that leans on what another left.

@@ -72,18 +72,6 @@ def inventory() -> dict:
     return json.loads(proc.stdout)
 
 
-# Hosts another stream of make lab-suite is using while these tests run (tools/lab/molecule_streams.sh sets
-# DFLASH_LAB_BUSY=ct240: the twin's scenarios recreate it): left out of the checks of every host.
-BUSY = frozenset(filter(None, os.environ.get("DFLASH_LAB_BUSY", "").split(",")))
-
-
 @pytest.fixture(scope="session")
 def lab_hosts() -> list:
-    hosts = [h for h in lab.current_hosts() if h.name not in BUSY]
-    assert any(h.name == "ct200" for h in hosts), "ct200 is not up, or is named busy"
-    return hosts
-
-
-@pytest.fixture(scope="session")
-def busy_hosts() -> list:
-    return [h for h in lab.current_hosts() if h.name in BUSY]
+    return lab.current_hosts()
