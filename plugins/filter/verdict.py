@@ -6,6 +6,8 @@
 
     inputs = instances | dflash.deploy.verification_inputs(gpu_probe, checks)
 
+    imports = base_imports | dflash.deploy.verify_imports(workers, instances)
+
 A release is verified when the list is empty. Each finding is one line a person can act on,
 root causes first: two owners of one import name, a requirement of the DFlash sources that
 the venv does not meet, torch built for another CUDA major, an unsatisfied requirement that
@@ -162,6 +164,19 @@ def verification_inputs(instances: list, gpu_probe: dict, checks: dict) -> dict 
     }
 
 
+def verify_imports(imports: list, workers: dict, instances: list) -> list:
+    """The modules the import smoke test imports: ``imports`` in order, then the worker module of each present
+    instance's speculative algorithm (``workers``, by the algorithm's upper-case name), each once. An instance
+    without an algorithm, or with one ``workers`` does not name, adds nothing."""
+    out = []
+    for name in list(imports or []) + [(workers or {}).get(str(inst.get("speculative_algorithm") or "").upper())
+                                        for inst in instances or []]:
+        if name and name not in out:
+            out.append(name)
+    return out
+
+
 class FilterModule:
     def filters(self):
-        return {"release_findings": release_findings, "verification_inputs": verification_inputs}
+        return {"release_findings": release_findings, "verification_inputs": verification_inputs,
+                "verify_imports": verify_imports}

@@ -4,7 +4,8 @@ Every command in that section's ```sh blocks is run as written, in order, by an 
 no checkout: a fresh HOME, the collection installed from its tarball, an inventory copied from
 production.example.yml. The one step the README leaves to a person, editing the inventory, is
 done here the way the README says (addresses, connection, package index, controller paths,
-the instance's API key from the vault), pointing at the lab instead of 192.0.2.x.
+the instance's API key from the vault), pointing at the lab instead of 192.0.2.x. The reference host's venv
+is at a path of the operator's own, set only as that host's variable, as the example inventory shows.
 """
 from __future__ import annotations
 
@@ -20,6 +21,10 @@ import yaml
 from conftest import REPO, VENV_BIN, collection_check, lab
 
 API_KEY = "sk-lab-operator-test"
+# The operator's reference venv is not where the defaults look (issue 44's B-1: it is read from the reference
+# host's own variables): ct129's is moved there for this test, and the inventory names it as ct129's host var.
+REFERENCE_VENV = "/root/venv_sglang211"
+OPERATOR_VENV = "/srv/venvs/sglang-reference"
 
 
 def readme_commands() -> list[str]:
@@ -45,6 +50,7 @@ def edit_inventory(path, controller_dir):
     for group in children.values():
         for name, hv in group["hosts"].items():
             hv["ansible_host"] = next(h.address for h in lab.hosts() if h.name == name)
+    children["dflash_reference"]["hosts"]["ct129"]["dflash_reference_venv"] = OPERATOR_VENV
     tv = children["dflash_targets"]["vars"]
     tv.update({"sglang_venv_index_url": lab_vars["lab_index_url"], "sglang_venv_extra_index_urls": [],
                "sglang_service_readiness_timeout": 60, "host_preflight_min_free_gb": 1,
@@ -83,13 +89,17 @@ def operator(tmp_path_factory):
     (home / ".dflash-vault-pass").write_text("lab vault password\n")
     os.chmod(home / ".dflash-vault-pass", 0o600)
     collection_check.build(work)  # the tarball the README's first command installs
+    ct129 = next(h for h in lab.hosts() if h.name == "ct129")
+    lab.hexec(ct129, f"mkdir -p {os.path.dirname(OPERATOR_VENV)} && mv {REFERENCE_VENV} {OPERATOR_VENV}")
 
     def run(line: str) -> subprocess.CompletedProcess:
         proc = subprocess.run(["bash", "-euo", "pipefail", "-c", line], cwd=work, env=env,
                               capture_output=True, text=True, timeout=900)
         assert proc.returncode == 0, f"$ {line}\n{proc.stdout[-4000:]}\n{proc.stderr[-2000:]}"
         return proc
-    return work, run
+    yield work, run
+    lab.hexec(ct129, f"if [ -d {OPERATOR_VENV} ]; then mv {OPERATOR_VENV} {REFERENCE_VENV}; fi; "
+              f"rmdir {os.path.dirname(OPERATOR_VENV)} 2>/dev/null || true", check=False)
 
 
 def test_the_readme_operator_path(operator):
@@ -113,7 +123,7 @@ def test_the_readme_operator_path(operator):
         models(30001, None)
     first = current_release()
     audit = run(next(playbooks))
-    assert "ct129:/root/venv_sglang211" in audit.stdout and "ct200:/opt/dflash/instances/qwen3-8b/current" \
+    assert f"ct129:{OPERATOR_VENV}" in audit.stdout and "ct200:/opt/dflash/instances/qwen3-8b/current" \
         in audit.stdout
 
     # A later release (the overlay path, with the staged DFlash-capable tree changed), so that there is a

@@ -15,6 +15,11 @@ Against ct200 with one deploy reused by every case, in order (each case leaves c
      added to the `disk` group is taken out of it, and the restarted server runs without it (round 3's M2).
   d2. /usr/local/sbin handed to the service user, which planted systemctl, nvidia-smi, python3 and uv: the
      deploy and rollback.yml stop before anything runs, naming it; none of them ran (round 3's N1).
+  d3. /var/lib/dflash-deploy handed to sglang, which forged the fast-path record with a command of its own and
+     planted links where the record used to be written through: the deploy refuses in one line, the command never
+     ran, nothing it planted was followed (round 3's N2).
+  d4. an instance bound off loopback is refused; a local user holding 127.0.0.1:30001 while the instance is down
+     gets neither request nor key from readiness, which names her; the server's Errno 98 is diagnosed (N7).
   e. artifacts pinned by hash: the fixtures' wheels as a wheelhouse give the release id the index
      gave (the same bytes, the same id); the same wheelhouse with triton 3.6.0 carrying a planted
      `.pth` (right name and version) is refused by hash, naming the wheel, before any release is
@@ -27,7 +32,9 @@ deploy of the two_instances scenario.)
 """
 from __future__ import annotations
 
+import base64
 import hashlib
+import importlib.util
 import json
 import os
 import re
@@ -38,7 +45,7 @@ import time
 import zipfile
 
 import pytest
-from conftest import REPO, VENV_BIN, ansible_env, lab
+from conftest import REPO, VENV_BIN, adhoc, ansible_env, lab
 
 HOST = "ct200"
 INSTANCE = {"name": "qwen3-8b", "gpus": [1], "port": 30001, "model_path": "/srv/models/Qwen3-8B",
@@ -241,6 +248,123 @@ def test_a_path_directory_the_service_user_owns_stops_every_entry_point_before_i
         assert server_state() == before
     finally:
         sh(UNPLANT + f"; rm -f {PLANTED_BIN}")
+
+
+RECORD_DIR = "/var/lib/dflash-deploy"
+FORGED_RAN = "/var/tmp/dflash-forged-record-ran"
+
+
+def test_a_record_the_service_user_forged_is_neither_trusted_nor_run(deployed):
+    """Round 3's N2: /var/lib/dflash-deploy handed to sglang, which rewrote the fast-path record with a command
+    of its own and planted the names the record used to be written through (links to a root file). The next
+    deploy trusts none of it: the check takes the full path, which refuses to touch the record in one line,
+    naming the directory and its owner; the forged command never ran, the links and their target are as
+    planted, and the server runs on."""
+    assert sh(f"test -f {RECORD_DIR}/converged.json && echo yes || echo no").strip() == "yes"
+    record = json.loads(sh(f"cat {RECORD_DIR}/converged.json"))
+    record["command"] = {"argv": ["/bin/sh", "-c", f"id -u > {FORGED_RAN}"], "stdin": "", "env": {}}
+    forged = base64.b64encode(json.dumps(record).encode()).decode()
+    sh(f"rm -f {FORGED_RAN}; mkdir -p /etc/canary-dir && echo canary > /etc/canary-dir/file"
+       f" && chmod 0755 /etc/canary-dir && chmod 0644 /etc/canary-dir/file; chown -R sglang:sglang {RECORD_DIR}")
+    sh(f"""runuser -u sglang -- sh -c 'cd {RECORD_DIR} && echo {forged} | base64 -d > forged && mv forged converged.json
+        for pid in $(seq 1 300); do ln -s /etc/canary-dir/file converged.json.$pid.tmp; done'""")
+    try:
+        before = server_state()
+        forged_sha = sh(f"sha256sum < {RECORD_DIR}/converged.json")
+        out = deploy(label="refused: forged record")
+        assert out["rc"] != 0, out["stats"]
+        message = "; ".join(out["failed"])
+        print(f"\nrefusal: {message}")
+        assert "deploy record refused, nothing was changed: " in message, message
+        assert f"{RECORD_DIR} is owned by sglang, not root" in message, message
+        assert "\n" not in message
+        assert sh(f"test -e {FORGED_RAN} && echo ran || echo never").strip() == "never"
+        assert sh("cat /etc/canary-dir/file") == "canary\n" and stat("/etc/canary-dir/file") == "root:root 644"
+        assert sh(f"find {RECORD_DIR} -name 'converged.json.*.tmp' -type l -lname /etc/canary-dir/file | wc -l"
+                  ).strip() == "300"
+        assert sh(f"sha256sum < {RECORD_DIR}/converged.json") == forged_sha  # an existing record is never changed
+        assert stat(RECORD_DIR).startswith("sglang:sglang")                 # nor its directory
+        assert not any(name.rsplit(" : ", 1)[0].endswith(("sglang_service", "sglang_venv")) for name in out["changed"])
+        assert server_state() == before
+    finally:
+        # The operator puts it right: a new deploy makes the directory anew, root's.
+        sh(f"rm -rf {RECORD_DIR} /etc/canary-dir {FORGED_RAN}")
+
+
+MALLORY_HEARD = "/var/tmp/dflash-mallory-heard"
+MALLORY = f"""
+import http.server
+
+
+class Answer(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        with open({MALLORY_HEARD!r}, "a") as heard:
+            heard.write(self.requestline + " " + repr(sorted(self.headers.items())) + "\\n")
+        body = b'{{"data": [{{"id": "qwen3-8b-dflash"}}]}}'
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_POST = do_GET
+
+
+http.server.HTTPServer(("127.0.0.1", 30001), Answer).serve_forever()
+"""
+UNIT = "sglang-dflash@qwen3-8b.service"
+
+
+def journal_filter():
+    spec = importlib.util.spec_from_file_location("dflash_journal_filter",
+                                                  REPO / "plugins" / "filter" / "journal_exception.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_a_port_someone_else_holds_gets_neither_request_nor_key_and_is_named(deployed):
+    """Round 3's N7. (a) An instance bound to the host's address leaves 127.0.0.1:<port> to any local user: refused
+    before any change. (b) An ordinary user (mallory) takes 127.0.0.1:30001 while the instance is stopped, as in a
+    restart: readiness sends her no request and no key, and fails naming her process; the server then dies of
+    `[Errno 98]`, and the journal's diagnosis names the port in use. Her listener gone, the instance serves again."""
+    before = server_state()
+    out = deploy(*with_instances({**INSTANCE, "host": "10.89.64.200"}), label="refused: host off loopback")
+    refused_before_any_change(out)
+    message = "; ".join(out["failed"])
+    assert "instance qwen3-8b: host 10.89.64.200 does not take connections to 127.0.0.1" in message, message
+    assert server_state() == before
+
+    ready = ("base=http://127.0.0.1:30001 model=qwen3-8b-dflash unit=" + UNIT +
+             " env_file=/etc/dflash/qwen3-8b.env timeout=20 interval=1 max_restarts=10")
+    key = sh("sed -n 's/^SGLANG_API_KEY=\"\\(.*\\)\"$/\\1/p' /etc/dflash/qwen3-8b.env").strip()
+    assert len(key) >= 16
+    sh(f"id mallory >/dev/null 2>&1 || useradd -M -s /usr/sbin/nologin mallory; rm -f {MALLORY_HEARD}"
+       f"; install -o mallory -m 0644 /dev/null /var/tmp/dflash-mallory.py")
+    sh(f"cat > /var/tmp/dflash-mallory.py <<'EOF'\n{MALLORY}\nEOF")
+    since = sh("date +%s").strip()
+    try:
+        sh(f"systemctl stop {UNIT}")
+        sh("setsid -f runuser -u mallory -- python3 /var/tmp/dflash-mallory.py >/dev/null 2>&1 </dev/null; for i in"
+           " $(seq 50); do grep -q ' 0100007F:7531 00000000:0000 0A ' /proc/net/tcp && exit 0; sleep 0.2; done; exit 1")
+        holder = sh("pgrep -u mallory -f dflash-mallory.py").split()[0]
+        res = adhoc(HOST, "dflash.deploy.instance_ready", ready)[HOST]
+        assert res.get("failed"), res
+        assert f"port 30001 on 127.0.0.1 is held by pid {holder} (uid " in res["msg"] and "mallory" in res["msg"], res
+        assert "the key was not sent" in res["msg"], res
+        # The instance starts into the taken port and dies of it; the diagnosis says so.
+        sh(f"systemctl start {UNIT}; for i in $(seq 50); do journalctl -o cat -u {UNIT} --since @{since}"
+           " | grep -q 'Errno 98' && exit 0; sleep 0.2; done; exit 1")
+        lines = sh(f"journalctl -o cat -u {UNIT} --since @{since}").splitlines()
+        assert journal_filter().journal_exception(lines).startswith(
+            "port 30001 is already in use (held by another process)"), lines[-10:]
+        assert sh(f"cat {MALLORY_HEARD} 2>/dev/null || true") == ""           # no request, so no key, ever
+    finally:
+        sh("pkill -u mallory -f dflash-mallory.py; sleep 0.5; rm -f /var/tmp/dflash-mallory.py", check=False)
+        sh(f"systemctl reset-failed {UNIT}; systemctl restart {UNIT}", check=False)
+    res = adhoc(HOST, "dflash.deploy.instance_ready", ready.replace("timeout=20", "timeout=90"))[HOST]
+    assert not res.get("failed"), res
+    assert key not in sh(f"cat {MALLORY_HEARD} 2>/dev/null || true")
+    sh(f"rm -f {MALLORY_HEARD}")
 
 
 WHEELHOUSE = REPO / "build" / "fixtures" / "wheelhouse"

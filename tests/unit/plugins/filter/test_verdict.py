@@ -149,3 +149,36 @@ def test_verification_inputs_change_with_what_verification_depends_on():
 def test_without_a_gpu_list_the_inputs_are_unknown():
     assert verdict.verification_inputs(_INST, {}, {}) is None
     assert verdict.verification_inputs(_INST, {"gpus": []}, {}) is None
+
+
+WORKERS = {"DFLASH": "sglang.srt.speculative.dflash_worker", "DDTREE": "sglang.srt.speculative.ddtree_worker",
+           "EAGLE": "sglang.srt.speculative.eagle_worker", "EAGLE3": "sglang.srt.speculative.eagle_worker"}
+
+
+def test_the_import_list_is_the_given_modules_then_each_present_instances_worker_once():
+    base = ["torch", "sgl_kernel", "sglang.launch_server"]
+    instances = [{"name": "a", "speculative_algorithm": "DFLASH"}, {"name": "b", "speculative_algorithm": "dflash"},
+                 {"name": "c", "speculative_algorithm": "eagle3"}, {"name": "d", "speculative_algorithm": "EAGLE"},
+                 {"name": "e", "speculative_algorithm": ""}, {"name": "f"}, {"name": "g", "speculative_algorithm": "NGRAM"}]
+    assert verdict.verify_imports(base, WORKERS, instances) == [
+        "torch", "sgl_kernel", "sglang.launch_server", "sglang.srt.speculative.dflash_worker",
+        "sglang.srt.speculative.eagle_worker"]
+    # an operator's own list keeps its order and gets the workers too; a module named twice is imported once
+    assert verdict.verify_imports(["json", "torch", "json"], WORKERS, instances[:1]) == [
+        "json", "torch", "sglang.srt.speculative.dflash_worker"]
+    assert verdict.verify_imports([], WORKERS, []) == []
+    assert verdict.verify_imports(base, {}, instances) == base
+
+
+def test_the_role_default_is_the_start_up_closure_and_the_role_adds_the_workers():
+    """The list is a plain default (argument_specs checks it); the workers are added by the filter."""
+    import yaml
+    root = Path(__file__).resolve().parents[4] / "roles" / "sglang_service"
+    defaults = yaml.safe_load((root / "defaults" / "main.yml").read_text())
+    spec = yaml.safe_load((root / "meta" / "argument_specs.yml").read_text())
+    assert defaults["sglang_service_verify_imports"] == spec["argument_specs"]["main"]["options"][
+        "sglang_service_verify_imports"]["default"]
+    assert "sglang.srt.models.registry" in defaults["sglang_service_verify_imports"]
+    assert "verify_imports(sglang_service_verify_workers" in defaults["_sglang_service_imports"]
+    verify = (root / "tasks" / "verify_release.yml").read_text()
+    assert 'imports: "{{ _sglang_service_imports }}"' in verify
