@@ -12,9 +12,12 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
+import tempfile
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 import pytest
 import yaml
@@ -82,7 +85,10 @@ def current_release() -> str:
 
 @pytest.fixture(scope="module")
 def operator(tmp_path_factory):
-    home = tmp_path_factory.mktemp("home")
+    # A short HOME: ssh's ControlPath for the bundle's transfer (~/.ansible/cp/<40 hex>-transfer, and the
+    # master's temporary name beside it) must fit a Unix socket's 108 bytes, which pytest's own temporary
+    # directories (/tmp/pytest-of-root/pytest-283/home0) leave no room for.
+    home = Path(tempfile.mkdtemp(prefix="op-", dir="/tmp"))
     work = tmp_path_factory.mktemp("operator")
     env = {"HOME": str(home), "PATH": f"{VENV_BIN}:/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8",
            "SGLANG_API_KEY": API_KEY, "ANSIBLE_NOCOLOR": "1"}
@@ -98,6 +104,7 @@ def operator(tmp_path_factory):
         assert proc.returncode == 0, f"$ {line}\n{proc.stdout[-4000:]}\n{proc.stderr[-2000:]}"
         return proc
     yield work, run
+    shutil.rmtree(home, ignore_errors=True)
     lab.hexec(ct129, f"if [ -d {OPERATOR_VENV} ]; then mv {OPERATOR_VENV} {REFERENCE_VENV}; fi; "
               f"rmdir {os.path.dirname(OPERATOR_VENV)} 2>/dev/null || true", check=False)
 
