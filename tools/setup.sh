@@ -46,6 +46,11 @@ fi
 mkdir -p .collections/ansible_collections/dflash
 ln -sfn ../../.. .collections/ansible_collections/dflash/deploy
 
+# The lab's inventory, ansible.cfg's default (inventory/lab.yml: this checkout's absolute paths, so not committed):
+# written once here so that it exists before the lab first comes up; `lab.py up` writes it again for the hosts it runs.
+[ -f inventory/lab.yml ] || .venv/bin/python -c 'import sys; sys.path.insert(0, "tools/lab")
+from hosts import hosts; from inventory_file import write_inventory; write_inventory(hosts(0, 0))'
+
 # ansible-test's pip bootstrap, offline (HOST-NOTES.md): the stand-in under the
 # name this ansible-test looks for before downloading get-pip.py.
 bash tools/pip_standin.sh .venv/bin/python
