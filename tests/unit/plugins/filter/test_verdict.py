@@ -159,7 +159,8 @@ def test_the_import_list_is_the_given_modules_then_each_present_instances_worker
     base = ["torch", "sgl_kernel", "sglang.launch_server"]
     instances = [{"name": "a", "speculative_algorithm": "DFLASH"}, {"name": "b", "speculative_algorithm": "dflash"},
                  {"name": "c", "speculative_algorithm": "eagle3"}, {"name": "d", "speculative_algorithm": "EAGLE"},
-                 {"name": "e", "speculative_algorithm": ""}, {"name": "f"}, {"name": "g", "speculative_algorithm": "NGRAM"}]
+                 {"name": "e", "speculative_algorithm": ""}, {"name": "f"},
+                 {"name": "g", "speculative_algorithm": "NGRAM"}]
     assert verdict.verify_imports(base, WORKERS, instances) == [
         "torch", "sgl_kernel", "sglang.launch_server", "sglang.srt.speculative.dflash_worker",
         "sglang.srt.speculative.eagle_worker"]
