@@ -168,9 +168,10 @@ def verify_imports(imports: list, workers: dict, instances: list) -> list:
     """The modules the import smoke test imports: ``imports`` in order, then the worker module of each present
     instance's speculative algorithm (``workers``, by the algorithm's upper-case name), each once. An instance
     without an algorithm, or with one ``workers`` does not name, adds nothing."""
+    workers = workers or {}
+    wanted = [workers.get(str(inst.get("speculative_algorithm") or "").upper()) for inst in instances or []]
     out = []
-    for name in list(imports or []) + [(workers or {}).get(str(inst.get("speculative_algorithm") or "").upper())
-                                        for inst in instances or []]:
+    for name in list(imports or []) + wanted:
         if name and name not in out:
             out.append(name)
     return out
