@@ -4,7 +4,7 @@
     python tools/lab/proxy_server.py --bind 10.89.64.1 --port 8632 --log build/lab/proxy.log \
         --allow 10.89.64.1:8631
 
-It forwards plain-HTTP requests written with an absolute URI (``GET http://host:port/path``, as a client
+It forwards plain-HTTP requests written with an absolute URI (the scheme, host and port before the path, as a client
 configured with ``http_proxy`` sends them) to the addresses ``--allow`` names, and refuses any other
 destination (403) and ``CONNECT``: the lab has no route out, and the proxy must not become one. Each
 request is logged as one line, ``<client> <method> <url> <status>``, so a test can tell what went
