@@ -98,8 +98,8 @@ lab-test: fixtures
 
 # The deploy's proofs: molecule scenarios under extensions/molecule (create and
 # destroy are tools/lab/lab.py up/down), all under one hold of the lab's lock, in two
-# streams (tools/lab/molecule_streams.sh): MOLECULE_SCENARIOS on ct200, one after another,
-# and beside them, once the first has passed, MOLECULE_TWIN_SCENARIOS on ct200's twin ct240
+# streams (tools/lab/molecule_streams.sh): once the artifacts both read are staged, MOLECULE_SCENARIOS
+# on ct200, one after another, and beside them MOLECULE_TWIN_SCENARIOS on ct200's twin ct240
 # (the lab's load leaves the two cores about half idle during one stream). Naming
 # MOLECULE_SCENARIOS runs those alone, on ct200.
 # extensions/molecule/config.yml holds what every scenario shares; each molecule.yml only what differs.

@@ -8,6 +8,8 @@
 
     imports = base_imports | dflash.deploy.verify_imports(workers, instances)
 
+    record = probe | dflash.deploy.verified_record(fingerprint, release_id, inputs_digest)
+
 A release is verified when the list is empty. Each finding is one line a person can act on,
 root causes first: two owners of one import name, a requirement of the DFlash sources that
 the venv does not meet, torch built for another CUDA major, an unsatisfied requirement that
@@ -177,7 +179,25 @@ def verify_imports(imports: list, workers: dict, instances: list) -> list:
     return out
 
 
+def verified_record(probe: dict, fingerprint: dict, release_id: str, inputs_digest: str) -> dict:
+    """The marker of a verified release: its id, the fingerprint (digest and file count) it was verified with,
+    the digest of the verification inputs, torch's version and each distribution as ``name==version``, sorted
+    without regard to case."""
+    probe = probe if isinstance(probe, dict) else {}
+    torch = probe.get("torch") if isinstance(probe.get("torch"), dict) else {}
+    dists = probe.get("distributions") if isinstance(probe.get("distributions"), dict) else {}
+    return {
+        "release_id": release_id,
+        "fingerprint": fingerprint["sha256"],
+        "files": fingerprint["files"],
+        "inputs": inputs_digest,
+        "torch": torch.get("version"),
+        # in Jinja's sort order (case-insensitive), which the markers written before this filter have
+        "distributions": sorted((f"{d['name']}=={d['version']}" for d in dists.values()), key=str.lower),
+    }
+
+
 class FilterModule:
     def filters(self):
         return {"release_findings": release_findings, "verification_inputs": verification_inputs,
-                "verify_imports": verify_imports}
+                "verify_imports": verify_imports, "verified_record": verified_record}

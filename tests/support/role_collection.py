@@ -25,8 +25,10 @@ def role_collection(root: Path, roles: tuple[str, ...], playbook_tasks: bool = F
         (coll / "playbooks" / "tasks").symlink_to(REPO / "playbooks" / "tasks")
     for role in roles:
         (coll / "roles" / role).symlink_to(REPO / "roles" / role)
+    # the collection's callback as the checkout's ansible.cfg enables it (quiet beside the json callback; it
+    # preloads the collection's plugins before the first task)
     (root / "ansible.cfg").write_text(f"[defaults]\ncollections_path = {root / 'collections'}\n"
-                                      "retry_files_enabled = false\n")
+                                      "retry_files_enabled = false\ncallbacks_enabled = dflash.deploy.deploy_summary\n")
     return coll
 
 

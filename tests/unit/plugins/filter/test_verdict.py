@@ -183,3 +183,22 @@ def test_the_role_default_is_the_start_up_closure_and_the_role_adds_the_workers(
     assert "verify_imports(sglang_service_verify_workers" in defaults["_sglang_service_imports"]
     verify = (root / "tasks" / "verify_release.yml").read_text()
     assert 'imports: "{{ _sglang_service_imports }}"' in verify
+
+
+def test_the_verified_marker_names_the_fingerprint_inputs_torch_and_each_distribution_in_jinjas_order():
+    probe = {"torch": {"version": "2.11.0+cu130"},
+             "distributions": {"torch": {"name": "torch", "version": "2.11.0+cu130"},
+                               "sglang": {"name": "sglang", "version": "0.5.11"},
+                               "Jinja2": {"name": "Jinja2", "version": "3.1.6"},
+                               "PyYAML": {"name": "PyYAML", "version": "6.0.3"},
+                               "aiohttp": {"name": "aiohttp", "version": "3.14.3"}}}
+    fingerprint = {"sha256": "ab" * 32, "files": 5210}
+    assert verdict.verified_record(probe, fingerprint, "38daf6d080f8bba8", "cd" * 32) == {
+        "release_id": "38daf6d080f8bba8", "fingerprint": "ab" * 32, "files": 5210, "inputs": "cd" * 32,
+        "torch": "2.11.0+cu130",
+        # case-insensitive, as Jinja's sort wrote the markers before this filter
+        "distributions": ["aiohttp==3.14.3", "Jinja2==3.1.6", "PyYAML==6.0.3", "sglang==0.5.11",
+                          "torch==2.11.0+cu130"]}
+    # a release without torch, and a probe that read no distribution
+    assert verdict.verified_record({}, fingerprint, "r", "d") == {
+        "release_id": "r", "fingerprint": "ab" * 32, "files": 5210, "inputs": "d", "torch": None, "distributions": []}
