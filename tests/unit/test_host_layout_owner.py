@@ -86,3 +86,32 @@ def test_every_playbook_that_reads_the_layout_includes_its_owner_public_first():
         if path.parent.name == "tasks" and importers and all(_includes_owner_first(i) for i in importers):
             continue
         assert _includes_owner_first(path), path
+
+
+def defaults_reading_the_source(root: Path) -> dict:
+    """Role defaults (outside the owner) that read the collection-wide ``dflash_source`` themselves: {file: [lines]}."""
+    out = {}
+    for path in sorted(root.glob("roles/*/defaults/*.yml")):
+        if OWNER.name == path.parent.parent.name:
+            continue
+        lines = [line for line in code(path.read_text()) if re.search(r"\bdflash_source\b", line)]
+        if lines:
+            out[str(path.relative_to(root))] = lines
+    return out
+
+
+def test_where_dflash_comes_from_is_defaulted_once_by_the_owner_and_each_role_reads_it():
+    assert defaults_reading_the_source(REPO) == {}
+    defaults = yaml.safe_load((OWNER / "defaults" / "main.yml").read_text())
+    assert defaults["host_layout_dflash_source"] == "{{ dflash_source | default('upstream') }}"
+    for role in ("dflash_overlay", "sglang_venv", "sglang_service"):
+        role_defaults = yaml.safe_load((REPO / "roles" / role / "defaults" / "main.yml").read_text())
+        assert role_defaults[f"{role}_dflash_source"] == "{{ host_layout_dflash_source }}", role
+
+
+def test_the_source_check_sees_a_role_default_that_copies_the_collection_wide_default(tmp_path):
+    (tmp_path / "roles" / "kernel_pin" / "defaults").mkdir(parents=True)
+    (tmp_path / "roles" / "kernel_pin" / "defaults" / "main.yml").write_text(
+        "# where dflash_source is set\nkernel_pin_dflash_source: \"{{ dflash_source | default('upstream') }}\"\n")
+    assert defaults_reading_the_source(tmp_path) == {
+        "roles/kernel_pin/defaults/main.yml": ["kernel_pin_dflash_source: \"{{ dflash_source | default('upstream') }}\""]}
