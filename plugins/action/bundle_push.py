@@ -10,8 +10,10 @@ removal. No whole-file checksum on either side.
 The transfer, on an ssh connection with key authentication (``transfer: auto``), is one ``ssh
 <host> 'cat > <tmp>/bundle.part'`` of the connection's own command line (its options, its
 multiplexed master), with the bundle file itself as ssh's standard input: the bytes stream from
-the controller's disk at ``cat``'s pace. Anywhere else, or with ``transfer: put_file``, it is the
-connection's ``put_file`` (sftp or scp over ssh; a file copy on a local connection).
+the controller's disk at ``cat``'s pace. On a local connection (as root, or without become) there is
+no transfer and no tmp dir: the second module run copies the controller's file beside dest itself
+(``keep_src``), one copy of the bytes. Anywhere else, or with ``transfer: put_file``, it is the
+connection's ``put_file`` (sftp or scp over ssh).
 """
 
 import os
@@ -57,6 +59,16 @@ def stream_argv(connection, remote_path, transfer="auto"):
     return connection._build_command(connection.get_option("ssh_executable"), "ssh", host, command)
 
 
+def local_copy(connection, play_context, transfer="auto"):
+    """Whether the module may copy the controller's file into place itself: a ``local`` connection, ``transfer``
+    ``auto``, and the module running as root or as the controller's own user (no become to another user, who
+    might not read the controller's file; there the connection's put_file and Ansible's permission fix-up
+    apply)."""
+    if transfer != "auto" or getattr(connection, "transport", None) != "local":
+        return False
+    return not play_context.become or (play_context.become_user or "root") == "root"
+
+
 def stream_file(argv, src):
     """Run ``argv`` with the file ``src`` as its standard input; raise AnsibleActionFail when it fails.
 
@@ -100,7 +112,8 @@ class ActionModule(ActionBase):
         if not os.path.isfile(src):
             raise AnsibleActionFail("bundle_push: src %s is not a regular file" % src)
 
-        module_args = dict((k, v) for k, v in args.items() if k not in ("size", "transfer") and v is not None)
+        module_args = dict((k, v) for k, v in args.items()
+                           if k not in ("size", "transfer", "keep_src") and v is not None)
         module_args["src"] = src
 
         # First call: what dest holds. The same digest (or check mode) ends the task with no transfer.
@@ -108,6 +121,14 @@ class ActionModule(ActionBase):
         if first.get("failed") or not first.get("changed") or first.get("manifest_sha256") == \
                 first.get("before_manifest_sha256") or self._task.check_mode:
             result.update(first)
+            return result
+
+        if local_copy(self._connection, self._play_context, args["transfer"]):
+            module_args.update(size=size, keep_src=True)
+            second = self._execute_module(module_name=MODULE, module_args=module_args, task_vars=task_vars)
+            result.update(second)
+            result.update(transferred=True, transfer="local_copy",
+                          before_manifest_sha256=first.get("before_manifest_sha256"))
             return result
 
         made_tmp = self._connection._shell.tmpdir is None

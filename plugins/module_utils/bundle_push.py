@@ -12,7 +12,9 @@ whole: ``manifest_digest`` opens it as site_packages_transplant will (its header
 on it first, then one rename inside the destination's filesystem. When the received file lies on
 another filesystem (or its directory may not be changed by this user), it is copied into a temp
 file beside the destination first. Nothing of the destination changes before the rename, and a
-refused file never reaches it. Standard library only.
+refused file never reaches it. With ``keep_src`` (the action's transfer on a local connection, where
+``src`` is the controller's own file) it is always copied beside the destination, and left where it is.
+Standard library only.
 """
 
 
@@ -138,8 +140,9 @@ def _same_filesystem(src, dest_dir):
     return os.stat(src).st_dev == os.stat(dest_dir).st_dev
 
 
-def _copy_beside(src, dest, uid, gid, mode):
-    """Copy ``src`` into a temp file in ``dest``'s directory, set its attributes, rename it over ``dest``."""
+def _copy_beside(src, dest, uid, gid, mode, keep_src=False):
+    """Copy ``src`` into a temp file in ``dest``'s directory, set its attributes, rename it over ``dest``;
+    then remove ``src`` unless ``keep_src``."""
     dest_dir = os.path.dirname(dest) or "."
     fd, tmp = tempfile.mkstemp(dir=dest_dir, prefix=".%s." % os.path.basename(dest), suffix=".part")
     try:
@@ -155,6 +158,8 @@ def _copy_beside(src, dest, uid, gid, mode):
         except OSError:
             pass
         raise
+    if keep_src:
+        return
     try:
         os.unlink(src)
     except OSError:
@@ -183,17 +188,18 @@ def _copy_bytes(inp, out):
         raise OSError(errno.EIO, "copied %d of %d bytes" % (offset, size))
 
 
-def place(src, dest, uid=-1, gid=-1, mode=None):
+def place(src, dest, uid=-1, gid=-1, mode=None, keep_src=False):
     """Put ``src`` at ``dest`` atomically; returns 'rename' or 'copy' (how it got there).
 
     Owner, group and mode are set before the rename. A rename across filesystems (EXDEV) or out of
-    a directory this user may not change (EACCES, EPERM) becomes a copy beside ``dest``, then a rename."""
+    a directory this user may not change (EACCES, EPERM) becomes a copy beside ``dest``, then a rename.
+    ``keep_src``: always that copy, and ``src`` stays (it is not the module's to move)."""
     dest_dir = os.path.dirname(dest) or "."
     if os.path.isdir(dest):
         raise PushError("dest %s is a directory" % dest)
     if not os.path.isdir(dest_dir):
         raise PushError("the directory of dest %s does not exist" % dest)
-    if _same_filesystem(src, dest_dir):
+    if not keep_src and _same_filesystem(src, dest_dir):
         try:
             _drop_acls(src)
             apply_attributes(src, uid, gid, mode)
@@ -202,5 +208,5 @@ def place(src, dest, uid=-1, gid=-1, mode=None):
         except OSError as exc:
             if exc.errno not in (errno.EXDEV, errno.EACCES, errno.EPERM):
                 raise
-    _copy_beside(src, dest, uid, gid, mode)
+    _copy_beside(src, dest, uid, gid, mode, keep_src)
     return "copy"

@@ -23,6 +23,10 @@ description:
     received file and renames it over O(dest), an atomic replacement. When the temporary directory lies on
     another filesystem than O(dest), the file is first copied to a temporary file in O(dest)'s directory, which
     is then renamed. The action removes the temporary directory.
+  - On a C(local) connection (as root, or without become) there is no temporary directory and no transfer: the
+    second run checks the controller's O(src) itself and copies it into a temporary file in O(dest)'s
+    directory, which is then renamed over O(dest); O(src) stays where it is. One copy of the bytes, where the
+    connection's own file copy into the temporary directory and a copy across filesystems after it were two.
   - No whole-file checksum is computed on either side (C(ansible.builtin.copy) computes two SHA-1 passes, about
     16 s for a 4.7 GB bundle). The transfer's integrity rests on the SSH transport's MAC, the size check and the
     manifest digest; every member's size and sha256 is verified by
@@ -36,7 +40,8 @@ options:
     description:
       - The bundle on the controller, an uncompressed tar with a C(MANIFEST.json) member. A relative path is
         looked up like C(ansible.builtin.copy)'s (the role's C(files/), then the playbook's).
-      - The action plugin hands the module the path of the received file on the host instead.
+      - The action plugin hands the module the path of the received file on the host instead (on a local
+        connection, the controller's O(src) itself, with O(keep_src)).
     type: path
     required: true
   dest:
@@ -69,13 +74,20 @@ options:
       - Without it the module only compares O(dest) with O(manifest_sha256), applying O(owner), O(group) and
         O(mode) when they are the same, and reads nothing at O(src). This is the action's first call.
     type: int
+  keep_src:
+    description:
+      - Copy O(src) beside O(dest) and leave it, instead of renaming it into place. Set by the action plugin on a
+        local connection, where O(src) is the controller's own file, not by a task.
+    type: bool
+    default: false
   transfer:
     description:
       - How the bundle reaches the remote temporary directory.
       - V(auto), on the C(ssh) connection without a password, streams it through one C(ssh <host> 'cat > <file>')
         built from the connection's own command line (its options, user, key and multiplexed master), with the
-        bundle file as ssh's standard input, read from disk as it is sent. On any other connection, or with a
-        password, it is V(put_file).
+        bundle file as ssh's standard input, read from disk as it is sent. On a C(local) connection (as root, or
+        without become) the module copies O(src) into place itself (see O(keep_src)). On any other connection, or
+        with a password, it is V(put_file).
       - V(put_file) is the connection's own file transfer (C(sftp) or C(scp) over SSH, a file copy on a local
         connection), the way Ansible's modules transfer files.
       - Read by the action plugin; the module ignores it.
@@ -164,8 +176,9 @@ size:
   type: int
   sample: 4700000000
 transfer:
-  description: How the bundle was transferred, V(ssh_stream) (one C(ssh ... 'cat > file')) or V(put_file) (the
-    connection's own file transfer). See O(transfer).
+  description: How the bundle was transferred, V(ssh_stream) (one C(ssh ... 'cat > file')), V(put_file) (the
+    connection's own file transfer) or V(local_copy) (a local connection - the module copied the controller's file
+    into place). See O(transfer).
   returned: when transferred
   type: str
   sample: ssh_stream
@@ -203,6 +216,7 @@ def main():
             mode=dict(type="raw", default="0644"),
             size=dict(type="int"),
             transfer=dict(type="str", default="auto", choices=["auto", "put_file"]),
+            keep_src=dict(type="bool", default=False),
         ),
         supports_check_mode=True,
     )
@@ -255,7 +269,7 @@ def main():
     if module.check_mode:
         module.exit_json(**result)
     try:
-        result["placed"] = BP.place(src, dest, uid, gid, mode)
+        result["placed"] = BP.place(src, dest, uid, gid, mode, keep_src=p["keep_src"])
     except BP.PushError as exc:
         fail("%s; %s left as it was" % (exc, dest))
     except OSError as exc:

@@ -348,6 +348,9 @@ for line in open(sys.argv[1]):
     if r.get("task", "").endswith("Push the bundle") and r.get("status") != "skipped":
         print(r["seconds"]); break' "$RES/deploy.jsonl" 2>/dev/null)
     log "push: the task ${push_s:-?} s; cp of the same $(stat -c %s "$WORK/artifacts/cuda-cu130.tar") bytes ${cp_ms} ms"
+    # where the bytes were and went: the controller's bundle, Ansible's remote tmp, dest (device numbers: one
+    # filesystem or several)
+    log "push: filesystems $(stat -c '%d:%n' "$WORK/artifacts" "${HOME:-/root}/.ansible/tmp" "$BASE/artifacts" 2>/dev/null | tr '\n' ' ')"
   fi
 fi
 if has again; then  # the no-change re-run (issue 25): AGAIN times, each must change nothing

@@ -51,6 +51,20 @@ def test_put_file_where_the_stream_does_not_apply(why, conn, transfer):
     assert mod.stream_argv(conn(), "/t/b.part", transfer) is None, why
 
 
+@pytest.mark.parametrize("become, user, transfer, local", [
+    (False, None, "auto", True),          # the controller's own user
+    (True, "root", "auto", True),         # root reads the controller's file
+    (True, None, "auto", True),           # become without a user is root
+    (True, "sglang", "auto", False),      # another user may not read it: put_file and the permission fix-up
+    (False, None, "put_file", False),     # asked for
+])
+def test_a_local_connection_copies_the_controllers_file_in_place_where_it_may(become, user, transfer, local):
+    ctx = PlayContext()
+    ctx.become, ctx.become_user = become, user
+    assert mod.local_copy(connection_loader.get("local", PlayContext()), ctx, transfer) is local
+    assert mod.local_copy(ssh_connection(), PlayContext(), "auto") is False
+
+
 def test_stream_file_sends_the_file_byte_for_byte(tmp_path):
     src = tmp_path / "bundle.tar"
     src.write_bytes(bytes(range(256)) * 40_000)

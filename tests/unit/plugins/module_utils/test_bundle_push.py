@@ -113,6 +113,21 @@ def test_same_filesystem_is_one_rename_that_replaces_dest(tmp_path):
     _placed(out / "b.tar", 0o644, data, os.getuid())
 
 
+def test_keep_src_copies_beside_dest_on_the_same_filesystem_and_leaves_src(tmp_path):
+    """The controller's own file on a local connection: never moved, one copy, then the rename."""
+    src = tmp_path / "controller" / "cuda-cu130.tar"
+    src.parent.mkdir()
+    make_bundle(src)
+    data = src.read_bytes()
+    inode = src.stat().st_ino
+    (tmp_path / "out").mkdir()
+    assert BP.place(str(src), str(tmp_path / "out" / "b.tar"), -1, -1, 0o644, keep_src=True) == "copy"
+    assert src.read_bytes() == data and src.stat().st_ino == inode
+    assert (tmp_path / "out" / "b.tar").stat().st_ino != inode
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["b.tar"]
+    _placed(tmp_path / "out" / "b.tar", 0o644, data, os.getuid())
+
+
 @pytest.mark.skipif(not SHM.is_dir(), reason="needs /dev/shm")
 def test_another_filesystem_copies_beside_dest_then_renames(tmp_path):
     tmp = Path(os.environ.get("TMPDIR_SHM", str(SHM)))

@@ -134,18 +134,26 @@ def push(name: str, src: Path, dest: Path, digest: str, **kw) -> dict:
                                                             mode="0640", **kw), "ignore_errors": True}
 
 
-def test_the_action_pushes_once_then_transfers_nothing(playbook):
+@pytest.mark.parametrize("transfer, way, placed", [
+    # a local connection: the module copies the controller's file beside dest, once, and leaves it
+    ("auto", "local_copy", "copy"),
+    # the connection's own copy into the remote tmp, then one rename (the same filesystem here)
+    ("put_file", "put_file", "rename"),
+])
+def test_the_action_pushes_once_then_transfers_nothing(playbook, transfer, way, placed):
     root, play = playbook
-    bundle = root / "cuda-cu130.tar"
+    bundle = root / f"cuda-cu130-{transfer}.tar"
     digest = make_bundle(bundle, payload=2_000_000)
-    dest = root / "host" / "cuda-cu130.tar"
-    res = play([push("first", bundle, dest, digest), push("again", bundle, dest, digest)], "--diff")
+    dest = root / "host" / f"cuda-cu130-{transfer}.tar"
+    res = play([push("first", bundle, dest, digest, transfer=transfer),
+                push("again", bundle, dest, digest, transfer=transfer)], "--diff")
     first, again = res["first"], res["again"]
     assert (first["changed"], first["transferred"], first["before_manifest_sha256"]) == (True, True, None), first
-    assert first["size"] == bundle.stat().st_size and first["placed"] == "rename"
-    assert first["transfer"] == "put_file"                    # a local connection: no ssh to stream through
+    assert first["size"] == bundle.stat().st_size and first["placed"] == placed
+    assert first["transfer"] == way
     assert first["diff"]["after"] == "manifest_sha256: %s\n" % digest
     assert dest.read_bytes() == bundle.read_bytes() and stat.S_IMODE(dest.stat().st_mode) == 0o640
+    assert not [p.name for p in dest.parent.iterdir() if p.name.startswith(".")]   # no temp file beside it
     assert (again["changed"], again["transferred"], again["manifest_sha256"]) == (False, False, digest), again
 
 
