@@ -21,7 +21,7 @@ description:
     (C(extra == "test")) or behind a marker false on this host and the venv's Python is not reported.
   - Reads torch's build facts (version, local tag, CUDA version) from its files without importing torch.
   - Optionally imports named modules with the venv's interpreter, each in its own subprocess with a timeout,
-    in parallel.
+    in parallel (half the host's CPUs at a time, at least 4 and at most 16).
   - Optionally reports GPUs from C(nvidia-smi), and proves each GPU works through the CUDA driver API (ctypes
     on C(libcuda.so.1) to initialise, get the device, create a context, allocate and free 1 MiB), one
     subprocess per GPU with a timeout, so a dead or hung GPU is reported instead of waited on. This needs no

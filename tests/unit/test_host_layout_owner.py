@@ -113,5 +113,5 @@ def test_the_source_check_sees_a_role_default_that_copies_the_collection_wide_de
     (tmp_path / "roles" / "kernel_pin" / "defaults").mkdir(parents=True)
     (tmp_path / "roles" / "kernel_pin" / "defaults" / "main.yml").write_text(
         "# where dflash_source is set\nkernel_pin_dflash_source: \"{{ dflash_source | default('upstream') }}\"\n")
-    assert defaults_reading_the_source(tmp_path) == {
-        "roles/kernel_pin/defaults/main.yml": ["kernel_pin_dflash_source: \"{{ dflash_source | default('upstream') }}\""]}
+    line = "kernel_pin_dflash_source: \"{{ dflash_source | default('upstream') }}\""
+    assert defaults_reading_the_source(tmp_path) == {"roles/kernel_pin/defaults/main.yml": [line]}

@@ -72,7 +72,15 @@ def import_one(python, name, timeout=120, env=None, user=None):
             "error": "interpreter exited with rc %s before reporting: %s" % (rc, last)}
 
 
-def import_many(python, names, timeout=120, env=None, workers=4, user=None):
+def default_workers(cpus=None):
+    """How many imports run at once: half the host's CPUs, at least 4 and at most 16. Each import is one
+    interpreter's cold start (torch and sglang: seconds of CPU), so a GPU host's cores take the whole list in
+    one round, and a small host is not asked for more than it was before."""
+    return max(4, min(16, (cpus or os.cpu_count() or 1) // 2))
+
+
+def import_many(python, names, timeout=120, env=None, workers=None, user=None):
     if user:
         as_user(user, [])  # an unknown user, uid 0 or no setpriv: refused once, before any import
-    return fan_out(lambda n: import_one(python, n, timeout, env, user), dict.fromkeys(names), workers)
+    return fan_out(lambda n: import_one(python, n, timeout, env, user), dict.fromkeys(names),
+                   workers or default_workers())

@@ -4,6 +4,7 @@ from __future__ import annotations
 import sys
 import time
 
+import pytest
 from ansible_collections.dflash.deploy.plugins.module_utils.host import imports as I
 
 
@@ -118,12 +119,19 @@ def test_without_a_timeout_an_import_gets_120_seconds(monkeypatch):
     assert [r["error"] for r in res.values()] == ["timed out after 120s"] * 2
 
 
-def test_import_many_runs_four_interpreters_at_a_time_by_default(monkeypatch):
-    fake = _Interpreters(crowd=4, hold=0.2)
+@pytest.mark.parametrize("cpus, peak", [(2, 4), (8, 4), (16, 8), (64, 8)])
+def test_import_many_runs_half_the_cpus_at_a_time_at_least_four_by_default(monkeypatch, cpus, peak):
+    """A 2-core host as before (4 at a time); a 16-core GPU host takes the 8 imports in one round."""
+    fake = _Interpreters(crowd=peak, hold=0.2)
     monkeypatch.setattr(I, "run_with_timeout", fake)
+    monkeypatch.setattr(I.os, "cpu_count", lambda: cpus)
     res = I.import_many(sys.executable, ["m%d" % i for i in range(8)])
     assert all(r["ok"] for r in res.values()) and len(fake.timeouts) == 8
-    assert fake.peak == 4
+    assert fake.peak == peak
+
+
+def test_the_default_is_half_the_cpus_between_four_and_sixteen():
+    assert [I.default_workers(n) for n in (1, 2, 8, 10, 16, 32, 128)] == [4, 4, 4, 5, 8, 16, 16]
 
 
 def test_seconds_are_reported_to_the_millisecond(monkeypatch):
