@@ -155,7 +155,7 @@ mutate-roles: fixtures
 # scenarios (lab-suite: one session of the lab for both), which mostly wait on
 # containers and servers (the machine is about half busy then):
 # a+b runs lanes at once, x,y runs targets in order within a lane, ~x runs a
-# lane under nice 19 (it takes only the CPU the lab tests leave idle).
+# lane under SCHED_IDLE and nice 19 (it takes only the CPU the lab tests leave idle).
 TEST_STAGES := fixtures lab-suite+~lint,unit,integration,fixture-tests,chain,collection,sanity
 
 test: setup

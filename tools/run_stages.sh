@@ -8,9 +8,10 @@
 # target>.log and printed when every lane has ended. make test puts the
 # CPU-bound checks (lint, unit, ..., sanity) in a lane beside the lab tests,
 # which mostly wait on containers and servers: the machine is about half busy
-# during a lab run. A lane written ~x,y runs under `nice -n 19`: it takes the
-# CPU the other lanes leave idle and yields it to them, so that the lab lane
-# (the stage's long pole) runs as fast as it would alone.
+# during a lab run. A lane written ~x,y runs under SCHED_IDLE (`chrt --idle 0`,
+# where chrt is) and `nice -n 19`: it takes the CPU the other lanes leave idle
+# and yields it to them at once, so that the lab lane (the stage's long pole)
+# runs as fast as it would alone.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 declare -a names times
@@ -24,10 +25,14 @@ run_lane() {  # the targets of one lane, in order; each one's time appended to $
   local t t0 rc
   local -a nice=()
   local spec=$1
-  if [[ "$spec" == "~"* ]]; then nice=(nice -n 19); spec=${spec#"~"}; fi
+  if [[ "$spec" == "~"* ]]; then
+    nice=(nice -n 19)
+    if command -v chrt >/dev/null && chrt --idle 0 true 2>/dev/null; then nice=(chrt --idle 0 nice -n 19); fi
+    spec=${spec#"~"}
+  fi
   IFS=, read -r -a lane <<<"$spec"
   for t in "${lane[@]}"; do
-    echo "=== make $t${nice:+ (nice 19)}"
+    echo "=== make $t${nice:+ (${nice[*]})}"
     t0=$(date +%s)
     "${nice[@]}" make --no-print-directory -o setup -o fixtures "$t"
     rc=$?
