@@ -23,7 +23,7 @@ description:
     received file and renames it over O(dest), an atomic replacement. When the temporary directory lies on
     another filesystem than O(dest), the file is first copied to a temporary file in O(dest)'s directory, which
     is then renamed. The action removes the temporary directory.
-  - On a C(local) connection (as root, or without become) there is no temporary directory and no transfer: the
+  - On a C(local) connection (as root, or without become) there is no temporary directory and no transfer; the
     second run checks the controller's O(src) itself and copies it into a temporary file in O(dest)'s
     directory, which is then renamed over O(dest); O(src) stays where it is. One copy of the bytes, where the
     connection's own file copy into the temporary directory and a copy across filesystems after it were two.
