@@ -352,3 +352,29 @@ def test_the_links_to_check_name_another_release():
 ])
 def test_keep_as_previous(case, trusted, keep, not_kept):
     assert R.keep_as_previous(CURRENTS, R2, trusted, BASE) == {"keep": keep, "not_kept": not_kept}, case
+
+
+# --- what a call that leaves an argument out means, and results that are not what a task registers ---------
+
+def test_left_out_a_release_is_not_reverified_and_the_router_is_off():
+    # reverified left out: the instances already on the release do not restart for it
+    assert R.restart_set(PRESENT, current=[link("a", REL)], release_dir=REL) == []
+    # enabled left out: one wave, nothing drained, no surge worker
+    plan = R.wave_plan(FLEET, ["q1", "q2", "l1"], active=units("q1", "q2", "l1"))
+    assert [p["restart"] for p in plan] == [["q1", "q2", "l1"]]
+    assert plan[0]["drain"] == [] and plan[0]["surge"] == []
+
+
+def test_left_out_an_untrusted_previous_link_is_taken_to_exist_and_named():
+    untrusted = {"target": "/srv/evil", "errors": ["previous resolves to /srv/evil, outside"]}
+    got = R.rollback_target("a", R2, [link("a", R1)], [item("a", status={"ActiveState": "active"})], untrusted)
+    assert got == {"to": "", "untrusted": ["previous resolves to /srv/evil, outside"]}
+
+
+def test_results_without_an_instance_are_left_out_of_the_order_and_the_links():
+    steps = order([waited("a", ready=False), {"_sglang_service_instance": None, "ready": True}, "junk",
+                   {"ready": True}])
+    assert [s["instance"]["name"] for s in steps] == ["a"]
+    currents = [link("a", R1), "junk", {"item": "b", "stat": {"islnk": True, "lnk_source": R1}}, {"stat": {}}]
+    assert R.keep_as_previous(currents, R2, trust(a=[]), BASE) == {"keep": [{"name": "a", "target": R1}],
+                                                                 "not_kept": []}
