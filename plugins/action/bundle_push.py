@@ -112,8 +112,7 @@ class ActionModule(ActionBase):
         if not os.path.isfile(src):
             raise AnsibleActionFail("bundle_push: src %s is not a regular file" % src)
 
-        module_args = dict((k, v) for k, v in args.items()
-                           if k not in ("size", "transfer", "keep_src") and v is not None)
+        module_args = dict((k, v) for k, v in args.items() if k not in ("size", "transfer") and v is not None)
         module_args["src"] = src
 
         # First call: what dest holds. The same digest (or check mode) ends the task with no transfer.
