@@ -1,6 +1,6 @@
 # Copyright: (c) 2025, dflash.deploy contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The performance gate's decisions in sglang_service (ready_or_roll_back.yml, perf_gate.yml).
+"""The performance gate's decisions in dflash.deploy.rollout (ready_or_roll_back.yml, perf_gate.yml).
 
     {{ instances | dflash.deploy.perf_gate_errors(settings) }}
       ->  one line per setting the gate cannot use (the role's, or an instance's perf_gate), before any change
@@ -153,7 +153,7 @@ def _report(req: dict, status: str, result: dict, message: str) -> dict:
 
 def perf_gate_outcome(requests: list, results: list) -> dict:
     """Each instance's gate answer from perf_probe's loop results (registered with ``failed_when:
-    false``, loop_var ``_sglang_service_perf_req``).
+    false``, loop_var ``_rollout_perf_req``).
 
     An instance is refused when perf_probe refused it (a figure past its limit) and also when the probe
     could not measure or record (an unreadable baseline, a server that stopped answering): a gate that
@@ -161,7 +161,7 @@ def perf_gate_outcome(requests: list, results: list) -> dict:
     instance was refused (all or none, as readiness)."""
     by_name = {}
     for r in results or []:
-        req = r.get("_sglang_service_perf_req") or {}
+        req = r.get("_rollout_perf_req") or {}
         if req.get("name") is not None and not r.get("skipped"):
             by_name[req["name"]] = r
     refused, reports, promote = {}, {}, []

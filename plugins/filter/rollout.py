@@ -22,6 +22,8 @@ tested):
     {{ current_results | dflash.deploy.rollout_previous_to_check(release_dir) }}  ->  the links to check
     {{ current_results | dflash.deploy.rollout_keep_as_previous(release_dir, trusted, base_dir) }}
       ->  {keep: [{name, target}], not_kept: [{name, line}]}
+    {{ restart | dflash.deploy.rollout_switched(current, active, unit, launcher, env, dropin) }}
+      ->  {restart, current, active, unit, launcher, env, dropin}  (sglang_service_switched)
 """
 from __future__ import annotations
 
@@ -37,6 +39,7 @@ from ansible_collections.dflash.deploy.plugins.plugin_utils.rollout import (
     rollback_refusal,
     rollback_target,
     surge_outcome,
+    switched,
     wave_plan,
     waves_line,
 )
@@ -58,4 +61,5 @@ class FilterModule:
             "rollout_rollback_refusal": rollback_refusal,
             "rollout_previous_to_check": previous_to_check,
             "rollout_keep_as_previous": keep_as_previous,
+            "rollout_switched": switched,
         }

@@ -14,7 +14,7 @@
       ->  [{name, port, unit}, ...]  (a managed router's port and metrics port, for host_preflight)
 
 Restart in waves, so that a model keeps a worker while its instances restart (the decision is
-plugins/plugin_utils/rollout.py's restart_waves; sglang_service's readiness.yml calls rollout_wave_plan):
+plugins/plugin_utils/rollout.py's restart_waves; dflash.deploy.rollout's main.yml calls rollout_wave_plan):
 
     {{ instances_present | dflash.deploy.router_restart_waves(names, sglang_router_enabled) }}
       ->  [[name, ...], ...]  (wave k: the k-th instance to restart of each served model)

@@ -36,6 +36,46 @@ def _names(results, keep, key="item"):
     return out
 
 
+_STAT_KEYS = ("exists", "islnk", "lnk_source")
+_STATUS_KEYS = ("ActiveState", "UnitFileState")
+_WRITE_KEYS = ("changed", "backup_file", "dest", "mode", "owner", "group")
+
+
+def _named(result):
+    """A loop result's ``item`` reduced to its name (the rollout reads no other key of it)."""
+    item = result.get("item")
+    return {"name": item.get("name")} if isinstance(item, dict) else {}
+
+
+def _kept(result, keys):
+    """The keys of ``result`` in ``keys``, with its item's name when it has an item."""
+    out = {k: result[k] for k in keys if k in result}
+    if "item" in result:
+        out["item"] = _named(result)
+    return out
+
+
+def switched(restart, current=None, active=None, unit=None, launcher=None, env=None, dropin=None):
+    """What the service's switch hands the rollout (``sglang_service_switched``): ``restart``, the instances to
+    restart (restart_set); ``current``, each instance's ``current`` link before the switch (``stat``: exists,
+    islnk, lnk_source); ``active``, each instance's unit state before it (``status``: ActiveState,
+    UnitFileState); ``unit``, ``launcher``, ``env`` and ``dropin``, the configuration writes (changed,
+    backup_file, dest, mode, owner, group). Of each read and write only the keys the rollout's decisions read: no
+    file content and no diff (an env file holds the instance's API key) is carried into the fact."""
+    def rows(results, part, keys):
+        return [dict(_kept(r, ()), **{part: {k: (r.get(part) or {})[k] for k in keys if k in (r.get(part) or {})}})
+                for r in results or [] if isinstance(r, dict)]
+    return {
+        "restart": [_text(n) for n in restart or []],
+        "current": rows(current, "stat", _STAT_KEYS),
+        "active": rows(active, "status", _STATUS_KEYS),
+        "unit": _kept(unit, _WRITE_KEYS) if isinstance(unit, dict) else {},
+        "launcher": _kept(launcher, _WRITE_KEYS) if isinstance(launcher, dict) else {},
+        "env": [_kept(r, _WRITE_KEYS) for r in env or [] if isinstance(r, dict)],
+        "dropin": [_kept(r, _WRITE_KEYS) for r in dropin or [] if isinstance(r, dict)],
+    }
+
+
 def restart_set(present, changed=None, current=None, active=None, release_dir="", reverified=False,
                 whole_unit=False, started_before=None):
     """The names of the instances this run restarts, in the order of ``present``.
@@ -156,10 +196,10 @@ def _by_name(results, name, key="item"):
 def readiness(results, refused=None):
     """The instances a readiness wait found ready and those it did not, each in the wait's order:
     ``{ready: [...], not_ready: [...]}``. ``results``: instance_ready's loop results (loop variable
-    ``_sglang_service_instance``); ready is an answer ``ready: true``; one whose wait gave no answer at all is not
+    ``_rollout_instance``); ready is an answer ``ready: true``; one whose wait gave no answer at all is not
     ready. ``refused``: the performance gate's refusals ({name: line}): a refused instance counts as not ready."""
-    waited = _names(results, lambda r: True, key="_sglang_service_instance")
-    ready = _names(results, lambda r: r.get("ready") in (True,), key="_sglang_service_instance")  # equalto true
+    waited = _names(results, lambda r: True, key="_rollout_instance")
+    ready = _names(results, lambda r: r.get("ready") in (True,), key="_rollout_instance")  # equalto true
     ready = [n for n in ready if n not in (refused or {})]
     return {"ready": ready, "not_ready": [n for n in waited if n not in ready]}
 
@@ -175,7 +215,7 @@ def rollback_order(results, refused=None, present=None, earlier=None, later=None
     state = readiness(results, refused)
     waited = {}
     for result in results or []:
-        inst = result.get("_sglang_service_instance") if isinstance(result, dict) else None
+        inst = result.get("_rollout_instance") if isinstance(result, dict) else None
         if isinstance(inst, dict) and inst.get("name") not in waited:
             waited[inst.get("name")] = inst
     earlier, later = list(earlier or []), list(later or [])
@@ -184,7 +224,7 @@ def rollback_order(results, refused=None, present=None, earlier=None, later=None
     instances += [i for i in present or [] if isinstance(i, dict) and i.get("name") in earlier]
     instances += [i for i in present or [] if isinstance(i, dict) and i.get("name") in later]
     was_ready = set(state["ready"]) | set(earlier) | set(later)
-    return [{"instance": inst, "ready_result": _by_name(results, inst.get("name"), "_sglang_service_instance"),
+    return [{"instance": inst, "ready_result": _by_name(results, inst.get("name"), "_rollout_instance"),
              "was_ready": inst.get("name") in was_ready, "untouched": inst.get("name") in later,
              "refusal": _text((refused or {}).get(inst.get("name"), ""))} for inst in instances]
 

@@ -33,7 +33,7 @@
 #   sdrouter (with SYSTEMD=1, needs the surge group for sglang-router 0.3.2) the router in front of tiny,
 #           as the deploy installed and started it under systemd: unit, key, workers, a request through it
 #   surge   (issue 26, instead of serve/warm; needs .gpu-carry/wheels-c.tar.xz, sglang-router 0.3.2 and
-#           its closure) the surge upgrade of sglang_service's surge_up.yml / restart_wave.yml /
+#           its closure) the surge upgrade of the rollout role's surge_up.yml / wave.yml /
 #           surge_down.yml, step by step with the collection's own modules run as programs, behind the
 #           real router the deploy installed (sglang_router, units written, started here as systemd
 #           would), under a steady streaming load through the router, counted (load_client.py of the

@@ -102,6 +102,21 @@ def foreign_private_facts(root: Path) -> dict:
     return out
 
 
+ROLE_INCLUDES = ("ansible.builtin.include_role", "ansible.builtin.import_role", "include_role", "import_role")
+
+
+def included_roles(items) -> set:
+    """The roles a task list includes or imports (include_role/import_role ``name``), blocks opened; a role named
+    in a comment or a filter's name is not an include."""
+    found = set()
+    for task in _tasks(items):
+        for key in ROLE_INCLUDES:
+            args = task.get(key)
+            if isinstance(args, dict):
+                found |= set(ROLE_REF.findall(str(args.get("name", ""))))
+    return found
+
+
 def role_graph(root: Path) -> dict:
     """Each role and the roles it includes, imports or depends on."""
     graph = {}
@@ -109,7 +124,7 @@ def role_graph(root: Path) -> dict:
         found = set()
         base = root / "roles" / role
         for path in list(base.glob("tasks/*.yml")) + list(base.glob("handlers/*.yml")):
-            found |= set(ROLE_REF.findall(path.read_text()))
+            found |= included_roles(yaml.safe_load(path.read_text()))
         meta = base / "meta" / "main.yml"
         if meta.exists():
             for dep in (yaml.safe_load(meta.read_text()) or {}).get("dependencies") or []:
@@ -242,6 +257,65 @@ def bare_program_names(root: Path) -> dict:
     return out
 
 
+MAX_INCLUDE_DEPTH = 4
+MAX_ROLE_TASK_LINES = 1000
+TASK_INCLUDES = ("ansible.builtin.include_tasks", "ansible.builtin.import_tasks", "include_tasks", "import_tasks")
+
+
+def _children(root: Path, items, base: Path) -> list[Path]:
+    """The task files a task list includes or imports: its include_tasks/import_tasks files (relative to
+    ``base``, the including file's directory) and the entry points of the roles it includes (``tasks_from``, else
+    main). A templated name is not followed."""
+    out = []
+    for task in _tasks(items):
+        for key in TASK_INCLUDES:
+            args = task.get(key)
+            name = args.get("file") if isinstance(args, dict) else args
+            if isinstance(name, str) and "{{" not in name:
+                out.append(base / name)
+        for key in ROLE_INCLUDES:
+            args = task.get(key)
+            if isinstance(args, dict):
+                for role in ROLE_REF.findall(str(args.get("name", ""))):
+                    out.append(root / "roles" / role / "tasks" / ("%s.yml" % args.get("tasks_from", "main")))
+    return [c for c in out if c.is_file()]
+
+
+def _depth(root: Path, items, base: Path, seen: tuple) -> int:
+    """The longest chain of task files below a task list (a file already on the chain ends it)."""
+    return max([1 + _depth(root, yaml.safe_load(c.read_text()) or [], c.parent, seen + (c,))
+                for c in _children(root, items, base) if c not in seen] or [0])
+
+
+def include_depths(root: Path) -> dict:
+    """Each playbook whose longest chain of included task files (playbooks/tasks, role entry points and the files
+    they include, each import or include one level) is longer than MAX_INCLUDE_DEPTH, with that length."""
+    out = {}
+    for book in sorted((root / "playbooks").glob("*.yml")):
+        tasks = []
+        for play in yaml.safe_load(book.read_text()) or []:
+            if isinstance(play, dict):
+                for key in ("pre_tasks", "tasks", "post_tasks", "handlers"):
+                    tasks += play.get(key) or []
+                for role in play.get("roles") or []:
+                    name = role.get("role", role.get("name", "")) if isinstance(role, dict) else str(role)
+                    tasks.append({"ansible.builtin.include_role": {"name": name}})
+        depth = _depth(root, tasks, book.parent, ())
+        if depth > MAX_INCLUDE_DEPTH:
+            out[_rel(root, book)] = depth
+    return out
+
+
+def role_task_lines(root: Path) -> dict:
+    """Each role whose task files hold more than MAX_ROLE_TASK_LINES lines in all, with that count."""
+    out = {}
+    for role in roles(root):
+        lines = sum(len(p.read_text().splitlines()) for p in (root / "roles" / role / "tasks").glob("*.yml"))
+        if lines > MAX_ROLE_TASK_LINES:
+            out["roles/%s" % role] = lines
+    return out
+
+
 RULES = {
     "task_file_lines": long_task_files,
     "jinja_statements": jinja_statements,
@@ -251,6 +325,8 @@ RULES = {
     "cross_plugin_imports": cross_plugin_imports,
     "undocumented_filters": undocumented_filters,
     "bare_program_names": bare_program_names,
+    "include_depth": include_depths,
+    "role_task_lines": role_task_lines,
 }
 
 

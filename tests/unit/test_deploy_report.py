@@ -18,13 +18,13 @@ import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
-ROLES = ("host_lock", "host_preflight", "sglang_service", "sglang_venv", "dflash_overlay", "cuda_overlay", "kernel_pin",
-         "deploy_state")
-ENTRIES = ("main", "stage", "release", "settings", "prune", "forget", "record", "surge_leftovers")
+ROLES = ("host_lock", "host_preflight", "sglang_service", "rollout", "sglang_venv", "dflash_overlay", "cuda_overlay",
+         "kernel_pin", "deploy_state")
+ENTRIES = ("main", "stage", "release", "settings", "check", "absent", "prune", "forget", "record", "surge_leftovers")
 # The stub deploy_state compares nothing: every host takes the full path, with no reason to give.
 NO_FAST_PATH = {"taken": False, "reasons": []}
 FAILURE = "instance qwen3-8b did not become ready on release 5c1e; rolled back\nRuntimeError: injected on h1"
-# What the performance gate reports for an instance it measured (sglang_service_perf).
+# What the performance gate reports for an instance it measured (rollout_perf).
 PERF = {"release": "5c1e0000aaaabbbb", "status": "passed", "baseline_release": "38daf6d080f8bba8",
         "figures": {"ttft_ms": 41.2, "itl_ms": 7.95, "output_tokens_per_s": 118.3, "acceptance": 3.12},
         "reason": None, "message": "4 requests of 64 tokens"}
@@ -38,8 +38,10 @@ def stub_entry(role: str, entry: str) -> list:
             "sglang_venv_release_id": "5c1e0000aaaabbbb", "sglang_venv_changes": ["release 5c1e0000aaaabbbb is new"]}})
     if (role, entry) == ("sglang_service", "main"):
         tasks.append({"name": "List the instances", "ansible.builtin.set_fact": {
-            "instances_present": [{"name": "qwen3-8b", "port": 30001, "served_model_name": "qwen3-8b-dflash"}],
-            "sglang_service_perf": {"qwen3-8b": PERF}}})
+            "instances_present": [{"name": "qwen3-8b", "port": 30001, "served_model_name": "qwen3-8b-dflash"}]}})
+    if (role, entry) == ("rollout", "main"):
+        tasks.append({"name": "Measure the instances",
+                      "ansible.builtin.set_fact": {"rollout_perf": {"qwen3-8b": PERF}}})
     return tasks
 
 

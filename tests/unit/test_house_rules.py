@@ -1,7 +1,8 @@
 """The house rules (docs/architecture.md "House rules") hold the shape of the collection, and each fails on
 a deliberately broken copy: role task files at most 120 lines, no Jinja statement in role YAML or
 playbooks, no Jinja block over 6 lines, no role reading another role's private facts, no include cycle
-between roles, no plugin importing another plugin type, every filter documented for ansible-doc, no command
+between roles, no role over 1,000 task lines, no chain of included task files deeper than 4 below a playbook,
+no plugin importing another plugin type, every filter documented for ansible-doc, no command
 task on a host running a program by a bare name.
 
 What broke a rule when it became a test is listed in house_rules_exceptions.yml, which may only shrink:
@@ -63,10 +64,31 @@ def test_reading_another_roles_private_fact_breaks_it(copy):
 
 
 def test_an_include_cycle_breaks_it(copy):
-    path = copy / "roles" / "sglang_router" / "tasks" / "check.yml"
-    path.write_text(path.read_text() + "- name: Back\n  ansible.builtin.include_role:\n"
-                                       "    name: dflash.deploy.sglang_service\n    tasks_from: settings\n")
-    assert broken(copy, "include_cycles") == ["sglang_router -> sglang_service -> sglang_router (2, allowed 0)"]
+    """The rollout includes the service's entry points (trust, surge_files); the service calling the rollout back
+    (as it did before the rollout was a role of its own) is a cycle. A role named in a comment is not an include."""
+    path = copy / "roles" / "sglang_service" / "tasks" / "absent.yml"
+    path.write_text(path.read_text() + "# dflash.deploy.rollout restarts what the switch named\n")
+    assert broken(copy, "include_cycles") == []
+    path.write_text(path.read_text() + "- name: Back\n  block:\n    - name: In a block\n"
+                                       "      ansible.builtin.include_role:\n"
+                                       "        name: dflash.deploy.rollout\n        tasks_from: check\n")
+    assert broken(copy, "include_cycles") == ["rollout -> sglang_service -> rollout (2, allowed 0)"]
+
+
+def test_a_deeper_include_or_a_bigger_role_breaks_it(copy):
+    """One more level below the deepest chain (roll_back_one.yml includes the service's trust.yml) and a role
+    whose task files pass 1,000 lines."""
+    path = copy / "roles" / "sglang_service" / "tasks" / "trust.yml"
+    path.write_text(path.read_text() + "- name: Deeper\n  ansible.builtin.import_tasks: settings.yml\n")
+    allowed = EXCEPTIONS["include_depth"]
+    assert broken(copy, "include_depth") == ["%s (%d, allowed %d)" % (book, allowed[book] + 1, allowed[book])
+                                             for book in ("playbooks/deploy_dflash.yml", "playbooks/rollback.yml")]
+    tasks = copy / "roles" / "host_lock" / "tasks"
+    for n in range(9):
+        (tasks / ("pad%d.yml" % n)).write_text("---\n" + "# padding\n" * 119)
+    lines = sum(len(p.read_text().splitlines()) for p in tasks.glob("*.yml"))
+    assert lines > 1000
+    assert broken(copy, "role_task_lines") == ["roles/host_lock (%d, allowed 0)" % lines]
 
 
 def test_a_plugin_importing_another_plugin_type_breaks_it(copy):

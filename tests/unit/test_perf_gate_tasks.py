@@ -1,4 +1,4 @@
-"""sglang_service's performance gate tasks as a deploy runs them (perf_gate.yml, then perf_promote.yml when
+"""The rollout's performance gate tasks as a deploy runs them (perf_gate.yml, then perf_promote.yml when
 every instance passed), on this machine against an SGLang stand-in streaming at set delays
 (tests/support/perf_server.py); the layout is a temporary directory.
 
@@ -29,7 +29,7 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the record is written
 @pytest.fixture(scope="module")
 def layout(tmp_path_factory):
     root = tmp_path_factory.mktemp("perf-gate")
-    role_collection(root, ("host_layout", "instances", "sglang_service"))
+    role_collection(root, ("host_layout", "instances", "sglang_service", "rollout"))
     for rel in ("r1", "r2", "r3"):
         (root / "opt" / "releases" / rel / ".dflash-release").mkdir(parents=True)
     (root / "etc").mkdir()
@@ -52,7 +52,7 @@ def unit_systemctl(root: Path) -> Path:
 
 def gate(root: Path, release: str, before: str, port: int, instances=None) -> dict:
     """Run perf_gate.yml (and perf_promote.yml when it promotes) for the instances restarted onto `release`,
-    whose `current` named `before` ('' for none); the gate's decision (_sglang_service_perf)."""
+    whose `current` named `before` ('' for none); the gate's decision (_rollout_perf)."""
     releases = root / "opt" / "releases"
     instances = instances or [{"name": "qwen3-8b", "port": port, "gpus": [1]}]
     link = {"exists": True, "islnk": True, "lnk_source": str(releases / before)} if before else {"exists": False}
@@ -61,14 +61,17 @@ def gate(root: Path, release: str, before: str, port: int, instances=None) -> di
         "sglang_service_release_dir": str(releases / release), "sglang_service_config_dir": str(root / "etc"),
         "host_preflight_gpus": [{"index": 1, "uuid": "GPU-b"}, {"index": 2, "uuid": "GPU-c"}],
         "sglang_service_perf_gate_prompts": ["a", "b"], "sglang_service_perf_gate_max_tokens": 8,
-        "sglang_service_perf_gate_timeout": 10, "__sglang_service_current": {"results": current},
-        "_sglang_service_waited": instances}, "tasks": [
+        "sglang_service_perf_gate_timeout": 10, "sglang_service_switched": {"current": current},
+        "_rollout_waited": instances}, "tasks": [
+        # the service's settings, exposed as the playbook exposes them to the rollout (public: true)
+        {"name": "Settings", "ansible.builtin.include_role": {
+            "name": "dflash.deploy.sglang_service", "tasks_from": "settings", "public": True}},
         {"name": "Gate", "ansible.builtin.include_role": {
-            "name": "dflash.deploy.sglang_service", "tasks_from": "perf_gate"}},
+            "name": "dflash.deploy.rollout", "tasks_from": "perf_gate"}},
         {"name": "Promote", "ansible.builtin.include_role": {
-            "name": "dflash.deploy.sglang_service", "tasks_from": "perf_promote"},
-         "when": "_sglang_service_perf.promote | length > 0"},
-        {"name": "Decision", "ansible.builtin.debug": {"var": "_sglang_service_perf"}}]}]
+            "name": "dflash.deploy.rollout", "tasks_from": "perf_promote"},
+         "when": "_rollout_perf.promote | length > 0"},
+        {"name": "Decision", "ansible.builtin.debug": {"var": "_rollout_perf"}}]}]
     (root / "play.yml").write_text(yaml.safe_dump(play))
     env = dict(os.environ, ANSIBLE_CONFIG=str(root / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
                ANSIBLE_STDOUT_CALLBACK="ansible.posix.json", ANSIBLE_DEPRECATION_WARNINGS="false",
@@ -80,7 +83,7 @@ def gate(root: Path, release: str, before: str, port: int, instances=None) -> di
                           cwd=root, env=env, capture_output=True, text=True, timeout=300, check=False)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-3000:]
     out = json.loads(proc.stdout[proc.stdout.index("{"):])
-    return out["plays"][0]["tasks"][-1]["hosts"]["localhost"]["_sglang_service_perf"]
+    return out["plays"][0]["tasks"][-1]["hosts"]["localhost"]["_rollout_perf"]
 
 
 def record(root: Path, release: str, name: str = "qwen3-8b", candidate: bool = False) -> Path:

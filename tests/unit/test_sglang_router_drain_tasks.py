@@ -1,4 +1,4 @@
-"""The drain around a restart as sglang_service runs it: its restart_wave.yml's and readiness.yml's own tasks
+"""The drain around a restart as the rollout runs it: its wave.yml's and main.yml's own tasks
 (the drain's include, the registration again, the waves, the note for the deploy summary), taken from the files
 as they are, run on this
 machine in external mode against stand-ins of the router's worker API and of the instances' /v1/loads
@@ -24,8 +24,8 @@ from role_collection import role_collection
 from router_standin import router_standin
 
 REPO = Path(__file__).resolve().parents[2]
-READINESS = yaml.safe_load((REPO / "roles" / "sglang_service" / "tasks" / "readiness.yml").read_text())
-WAVE = yaml.safe_load((REPO / "roles" / "sglang_service" / "tasks" / "restart_wave.yml").read_text())
+READINESS = yaml.safe_load((REPO / "roles" / "rollout" / "tasks" / "main.yml").read_text())
+WAVE = yaml.safe_load((REPO / "roles" / "rollout" / "tasks" / "wave.yml").read_text())
 WAVES, NOTE = (next(t for t in READINESS if t["name"].startswith(prefix)) for prefix in (
     "Decide the restart waves", "Note the drains"))
 DRAIN, REJOIN = (next(t for t in WAVE if t["name"].startswith(prefix)) for prefix in (
@@ -42,25 +42,27 @@ def root(tmp_path_factory):
 
 
 def run(root: Path, variables: dict, between=(), ready=True):
-    """readiness.yml's drain, ``between`` (tasks standing for the restart) and, when every restarted instance is
+    """main.yml's drain, ``between`` (tasks standing for the restart) and, when every restarted instance is
     ``ready``, its registration again and its note (after a roll-back the run fails before them); (rc, the
     facts the steps left, output)."""
     facts = root / "facts.json"
     facts.unlink(missing_ok=True)
     play = [{"name": "Drain around a restart", "hosts": "localhost", "gather_facts": False,
              "vars": {"sglang_service_config_dir": str(root / "etc"), **variables,
+                      # what the service's switch hands the rollout (sglang_service_switched): the restart set
+                      "_rollout_switched": {"restart": variables.get("_rollout_restart", [])},
                       # one wave of the instances restarted (as rollout_wave_plan plans it: drained with the
                       # router on), unless the steps decide the waves (WAVES)
-                      **({} if WAVES in between else {"_sglang_service_wave_plan": {
-                          "restart": variables.get("_sglang_service_restart", []),
-                          "drain": variables.get("_sglang_service_restart", [])
+                      **({} if WAVES in between else {"_rollout_wave_plan": {
+                          "restart": variables.get("_rollout_restart", []),
+                          "drain": variables.get("_rollout_restart", [])
                           if variables.get("sglang_router_enabled") else []}})},
              "tasks": [*([] if WAVES in between else [DRAIN]), *between,
                        *([] if WAVES in between or not ready else [REJOIN]), *([NOTE] if ready else []), {
                  "name": "Keep the facts", "ansible.builtin.copy": {
                      "dest": str(facts), "mode": "0644",
                      "content": "{{ {'drains': sglang_router_drains | default(None), 'rejoins': sglang_router_rejoins"
-                                " | default(None), 'changes': sglang_service_changes | default(None)} | to_json }}"}}]}]
+                                " | default(None), 'changes': rollout_changes | default(None)} | to_json }}"}}]}]
     (root / "play.yml").write_text(yaml.safe_dump(play))
     env = dict(os.environ, ANSIBLE_CONFIG=str(root / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
                ANSIBLE_DEPRECATION_WARNINGS="false", ANSIBLE_LOCALHOST_WARNING="false",
@@ -82,7 +84,7 @@ def test_with_the_router_off_nothing_is_asked_and_nothing_noted(root):
         router.register(w1)
         rc, facts, out = run(root, {"sglang_router_mode": "external", "sglang_router_url": url,
                                     "instances_present": instances(int(w1.rsplit(":", 1)[1]), 30002),
-                                    "_sglang_service_restart": ["q1"], "sglang_service_changes": ["unit"]})
+                                    "_rollout_restart": ["q1"], "rollout_changes": ["unit"]})
         assert rc == 0, out[-3000:]
         assert router.requests == [] and one.requests == [] and router.urls() == [w1]
         assert facts == {"drains": None, "rejoins": None, "changes": ["unit"]}
@@ -97,9 +99,9 @@ def test_a_worker_leaves_its_router_until_nothing_runs_and_comes_back(root):
         seen = []
         one.on_request = lambda: seen.append(sorted(router.urls()))
         on = {"sglang_router_enabled": True, "sglang_router_mode": "external", "sglang_router_url": url,
-              "sglang_router_drain_interval": 0.2, "sglang_service_changes": ["unit"],
+              "sglang_router_drain_interval": 0.2, "rollout_changes": ["unit"],
               "instances_present": instances(int(w1.rsplit(":", 1)[1]), int(w2.rsplit(":", 1)[1])),
-              "_sglang_service_restart": ["q1", "q2"]}
+              "_rollout_restart": ["q1", "q2"]}
         between = [{"name": "The restart: the router has the others only", "ansible.builtin.uri": {
             "url": url + "/workers", "use_proxy": False}, "register": "listing"},
             {"name": "Check it", "ansible.builtin.assert": {"that": [
@@ -120,7 +122,7 @@ def test_a_worker_leaves_its_router_until_nothing_runs_and_comes_back(root):
 
 
 def test_two_instances_of_one_model_restart_in_two_waves_and_the_router_keeps_one(root):
-    """readiness.yml's waves, each run as restart_wave.yml runs it (the drain, a stand-in for the restart that
+    """main.yml's waves, each run as wave.yml runs it (the drain, a stand-in for the restart that
     reads the router's workers, the registration again): while q1 restarts the router has q2 and the other
     model's worker; while q2 restarts, q1, registered again before q2 was taken out."""
     with router_standin() as (url, router), loads_standin() as (w1, _one), loads_standin() as (w2, _two), \
@@ -132,18 +134,18 @@ def test_two_instances_of_one_model_restart_in_two_waves_and_the_router_keeps_on
         listing = {"name": "The restart: what the router has", "register": "listing",
                    "ansible.builtin.uri": {"url": url + "/workers", "use_proxy": False}}
         keep_it = {"name": "Keep it", "ansible.builtin.set_fact": {
-            "seen": "{{ seen | default([]) + [{'wave': _sglang_service_wave_plan.restart,"
+            "seen": "{{ seen | default([]) + [{'wave': _rollout_wave_plan.restart,"
                     " 'workers': listing.json.workers | map(attribute='url') | sort}] }}"}}
         (root / "wave.yml").write_text(yaml.safe_dump([DRAIN, listing, keep_it, REJOIN]))
         loop = {"name": "The waves", "ansible.builtin.include_tasks": str(root / "wave.yml"),
-                "loop": "{{ _sglang_service_wave_plans }}", "loop_control": {"loop_var": "_sglang_service_wave_plan"}}
+                "loop": "{{ _rollout_wave_plans }}", "loop_control": {"loop_var": "_rollout_wave_plan"}}
         keep = {"name": "Keep what each wave saw", "ansible.builtin.copy": {
             "dest": str(root / "waves.json"), "mode": "0644",
-            "content": "{{ {'waves': _sglang_service_waves, 'seen': seen} | to_json }}"}}
+            "content": "{{ {'waves': rollout_waves, 'seen': seen} | to_json }}"}}
         rc, facts, out = run(root, {
             "sglang_router_enabled": True, "sglang_router_mode": "external", "sglang_router_url": url,
             "sglang_router_drain_interval": 0.2, "instances_present": present,
-            "_sglang_service_restart": ["q1", "l1", "q2"]}, between=[WAVES, loop, keep])
+            "_rollout_restart": ["q1", "l1", "q2"]}, between=[WAVES, loop, keep])
         assert rc == 0, out[-3000:]
         seen = json.loads((root / "waves.json").read_text())
         assert seen["waves"] == [["q1", "l1"], ["q2"]]
@@ -160,7 +162,7 @@ def test_the_bound_lets_the_restart_go_on_and_says_so(root):
         rc, facts, out = run(root, {
             "sglang_router_enabled": True, "sglang_router_mode": "external", "sglang_router_url": url,
             "sglang_router_drain_timeout": 1, "sglang_router_drain_interval": 0.2,
-            "instances_present": instances(int(w1.rsplit(":", 1)[1]), 30002), "_sglang_service_restart": ["q1"]})
+            "instances_present": instances(int(w1.rsplit(":", 1)[1]), 30002), "_rollout_restart": ["q1"]})
         assert rc == 0, out[-3000:]
         assert facts["drains"][0]["timed_out"] and facts["drains"][0]["in_flight"] == 3
         assert facts["changes"][0] == ("router: q1 taken out of %s, NOT drained: 3 requests still in flight at the 1s "
@@ -173,7 +175,7 @@ def test_router_settings_that_cannot_work_leave_the_restart_to_go_on_undrained(r
         router.register(w1)
         rc, facts, out = run(root, {
             "sglang_router_enabled": True, "sglang_router_mode": "managed", "sglang_router_models": {},
-            "instances_present": instances(int(w1.rsplit(":", 1)[1]), 30002), "_sglang_service_restart": ["q1"]})
+            "instances_present": instances(int(w1.rsplit(":", 1)[1]), 30002), "_rollout_restart": ["q1"]})
         assert rc == 0, out[-3000:]
         assert "not drained: served model 'qwen3-8b' has no entry in sglang_router_models" in out
         assert router.requests == [] and one.requests == [] and facts["drains"] == []
@@ -190,8 +192,8 @@ def _named(tasks, name):
     return None
 
 
-ROLL_BACK = yaml.safe_load((REPO / "roles" / "sglang_service" / "tasks" / "roll_back_all.yml").read_text())
-ROLL_BACK_ONE = yaml.safe_load((REPO / "roles" / "sglang_service" / "tasks" / "roll_back_one.yml").read_text())
+ROLL_BACK = yaml.safe_load((REPO / "roles" / "rollout" / "tasks" / "roll_back_all.yml").read_text())
+ROLL_BACK_ONE = yaml.safe_load((REPO / "roles" / "rollout" / "tasks" / "roll_back_one.yml").read_text())
 START, REJOIN_AFTER_ROLL_BACK, DIAGNOSIS = (_named(ROLL_BACK, n) for n in (
     "Start the diagnosis", "Register the drained instances that serve again", "Add the router's part to the diagnosis"))
 SAY = _named(ROLL_BACK_ONE, "Say what happened to the instance")
@@ -205,20 +207,20 @@ def test_after_a_roll_back_the_drained_instance_that_serves_again_is_registered_
     with router_standin() as (url, router), loads_standin() as (w1, one):
         router.register(w1)
         one.running = 0
-        rolled = {"_sglang_service_instance": {"name": "q1"}, "_unit": "sglang-dflash@q1.service",
-                  "_sglang_service_was_ready": False, "_sglang_service_refusal": "",
-                  "_sglang_service_rollback_to": "/opt/dflash/releases/r1", "_sglang_service_restore": [],
-                  "_sglang_service_untrusted_previous": [], "sglang_service_release_dir": "/opt/dflash/releases/r2",
-                  "_sglang_service_ready_result": {"ready": False, "reason": "not ready within 5s"},
-                  "__sglang_service_rollback_ready": {"ready": back_healthy, "reason": "crashed"}}
+        rolled = {"_rollout_instance": {"name": "q1"}, "_unit": "sglang-dflash@q1.service",
+                  "_rollout_was_ready": False, "_rollout_refusal": "",
+                  "_rollout_rollback_to": "/opt/dflash/releases/r1", "_rollout_restore": [],
+                  "_rollout_untrusted_previous": [], "sglang_service_release_dir": "/opt/dflash/releases/r2",
+                  "_rollout_ready_result": {"ready": False, "reason": "not ready within 5s"},
+                  "__rollout_rollback_ready": {"ready": back_healthy, "reason": "crashed"}}
         steps = [START, {**SAY, "vars": {**SAY["vars"], **rolled}}, REJOIN_AFTER_ROLL_BACK, DIAGNOSIS,
                  {"name": "Keep the diagnosis", "ansible.builtin.copy": {
                      "dest": str(root / "diagnosis.json"), "mode": "0644",
-                     "content": "{{ {'lines': _sglang_service_rollback_lines,"
-                                " 'serving': _sglang_service_rollback_serving} | to_json }}"}}]
+                     "content": "{{ {'lines': _rollout_rollback_lines,"
+                                " 'serving': _rollout_rollback_serving} | to_json }}"}}]
         rc, facts, out = run(root, {
             "sglang_router_enabled": True, "sglang_router_mode": "external", "sglang_router_url": url,
-            "instances_present": instances(int(w1.rsplit(":", 1)[1]), 30002), "_sglang_service_restart": ["q1"]},
+            "instances_present": instances(int(w1.rsplit(":", 1)[1]), 30002), "_rollout_restart": ["q1"]},
             between=[{"name": "The restart and the roll-back", "block": steps}], ready=False)
         assert rc == 0, out[-3000:]
         diagnosis = json.loads((root / "diagnosis.json").read_text())
@@ -239,7 +241,7 @@ def test_a_router_variable_that_cannot_work_does_not_stop_the_restart(root):
         rc, facts, out = run(root, {
             "sglang_router_enabled": True, "sglang_router_mode": "external", "sglang_router_url": url,
             "sglang_router_drain_timeout": "soon", "sglang_router_workers_state": "sometimes",
-            "instances_present": instances(int(w1.rsplit(":", 1)[1]), 30002), "_sglang_service_restart": ["q1"]})
+            "instances_present": instances(int(w1.rsplit(":", 1)[1]), 30002), "_rollout_restart": ["q1"]})
         assert rc == 0, out[-3000:]
         (drain,) = facts["drains"]
         assert drain["error"] and "timeout" in drain["error"] and not drain["removed"]
@@ -249,18 +251,18 @@ def test_a_router_variable_that_cannot_work_does_not_stop_the_restart(root):
 
 @pytest.mark.parametrize("rollback_to", ["/opt/dflash/releases/r1", ""])
 def test_a_later_wave_that_never_restarted_is_said_so_and_is_not_registered_again(root, rollback_to):
-    """roll_back_one.yml's line for an instance of a later restart wave (_sglang_service_untouched): it was not
+    """roll_back_one.yml's line for an instance of a later restart wave (_rollout_untouched): it was not
     restarted, its configuration went back, and it is not among those to register again (it never left its
     router)."""
-    untouched = {"_sglang_service_instance": {"name": "q2"}, "_unit": "sglang-dflash@q2.service",
-                 "_sglang_service_was_ready": True, "_sglang_service_untouched": True, "_sglang_service_refusal": "",
-                 "_sglang_service_rollback_to": rollback_to, "_sglang_service_untrusted_previous": [],
-                 "_sglang_service_restore": [{"dest": "/etc/dflash/q2.env", "backup_file": "/etc/dflash/q2.env.1~"}],
-                 "sglang_service_release_dir": "/opt/dflash/releases/r2", "_sglang_service_ready_result": {}}
+    untouched = {"_rollout_instance": {"name": "q2"}, "_unit": "sglang-dflash@q2.service",
+                 "_rollout_was_ready": True, "_rollout_untouched": True, "_rollout_refusal": "",
+                 "_rollout_rollback_to": rollback_to, "_rollout_untrusted_previous": [],
+                 "_rollout_restore": [{"dest": "/etc/dflash/q2.env", "backup_file": "/etc/dflash/q2.env.1~"}],
+                 "sglang_service_release_dir": "/opt/dflash/releases/r2", "_rollout_ready_result": {}}
     steps = [START, {**SAY, "vars": {**SAY["vars"], **untouched}}, {
         "name": "Keep the diagnosis", "ansible.builtin.copy": {
             "dest": str(root / "diagnosis.json"), "mode": "0644",
-            "content": "{{ {'lines': _sglang_service_rollback_lines, 'serving': _sglang_service_rollback_serving}"
+            "content": "{{ {'lines': _rollout_rollback_lines, 'serving': _rollout_rollback_serving}"
                        " | to_json }}"}}]
     rc, _facts, out = run(root, {"instances_present": instances(30001, 30002)},
                           between=[{"name": "The roll-back's line", "block": steps}], ready=False)

@@ -28,9 +28,9 @@ import yaml
 from transplant_support import add_dist, make_venv
 
 REPO = Path(__file__).resolve().parents[2]
-STUBBED = ("host_lock", "host_preflight", "sglang_service", "sglang_venv", "dflash_overlay", "cuda_overlay",
+STUBBED = ("host_lock", "host_preflight", "sglang_service", "rollout", "sglang_venv", "dflash_overlay", "cuda_overlay",
            "kernel_pin", "deploy_state")
-ENTRIES = ("main", "stage", "release", "settings", "prune", "forget", "record", "surge_leftovers", "check")
+ENTRIES = ("main", "stage", "release", "settings", "prune", "forget", "record", "surge_leftovers", "check", "absent")
 REFUSED = "Refuse what the deploy needs and cannot stage (before any change)"
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the stage step writes root:root files")

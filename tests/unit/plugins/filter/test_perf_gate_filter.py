@@ -80,7 +80,7 @@ def probe_result(req, status="passed", recorded=True, msg="4 requests of 64 toke
     """perf_probe's loop result (failed_when: false)."""
     verdict = None if status is None else {"status": status, "passed": status != "refused",
                                            "baseline_release": "38daf6d080f8bba8", "reason": None}
-    return {"_sglang_service_perf_req": req, "failed": False, "msg": msg, "verdict": verdict, "recorded": recorded,
+    return {"_rollout_perf_req": req, "failed": False, "msg": msg, "verdict": verdict, "recorded": recorded,
             "baseline_release": "38daf6d080f8bba8" if status else None,
             "figures": {"ttft_ms": 41.2, "itl_ms": 7.95, "output_tokens_per_s": 118.3, "acceptance": 3.12}
             if figures else None}
@@ -128,7 +128,7 @@ def test_a_probe_that_could_not_measure_or_record_refuses_the_promotion():
 def test_an_instance_not_measured_is_reported_and_holds_back_no_one():
     cards = [{"index": 2, "uuid": "GPU-c"}, {"index": 0, "uuid": "GPU-a"}]
     reqs = requests(waited=[dict(A, perf_gate={"enabled": False}), B], gpus=cards)
-    out = mod.perf_gate_outcome(reqs, [{"_sglang_service_perf_req": reqs[0], "skipped": True},
+    out = mod.perf_gate_outcome(reqs, [{"_rollout_perf_req": reqs[0], "skipped": True},
                                        probe_result(reqs[1], status="no_baseline")])
     assert out["refused"] == {}
     assert out["instances"]["qwen3-8b"]["status"] == "off" and out["instances"]["qwen3-8b"]["figures"] is None

@@ -132,7 +132,7 @@ def test_router_off_plans_one_wave_and_a_unit_state_not_read_is_not_running():
 # --- a roll-back: who is ready, who goes back in which order, where to, with what, and the operator's line ---
 
 def waited(name, **answer):
-    return dict(answer, _sglang_service_instance={"name": name, "port": 30000 + len(name)})
+    return dict(answer, _rollout_instance={"name": name, "port": 30000 + len(name)})
 
 
 @pytest.mark.parametrize(("case", "results", "refused", "want"), [
@@ -372,7 +372,7 @@ def test_left_out_an_untrusted_previous_link_is_taken_to_exist_and_named():
 
 
 def test_results_without_an_instance_are_left_out_of_the_order_and_the_links():
-    steps = order([waited("a", ready=False), {"_sglang_service_instance": None, "ready": True}, "junk",
+    steps = order([waited("a", ready=False), {"_rollout_instance": None, "ready": True}, "junk",
                    {"ready": True}])
     assert [s["instance"]["name"] for s in steps] == ["a"]
     currents = [link("a", R1), "junk", {"item": "b", "stat": {"islnk": True, "lnk_source": R1}}, {"stat": {}}]
