@@ -1,6 +1,6 @@
 # Copyright: (c) 2025, dflash.deploy contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The performance gate's decisions in dflash.deploy.rollout (ready_or_roll_back.yml, perf_gate.yml).
+"""The performance gate's decisions in dflash.deploy.rollout (ready.yml, perf_gate.yml).
 
     {{ instances | dflash.deploy.perf_gate_errors(settings) }}
       ->  one line per setting the gate cannot use (the role's, or an instance's perf_gate), before any change

@@ -379,7 +379,7 @@ fi
 serve() {  # LABEL INSTANCE PORT: start as the unit would, the role's readiness decides, then the client
   local label=$1 inst=$2 port=$3
   ln -sfn "$BASE/releases/$RELEASE" "$BASE/instances/$inst/current"
-  # The options ready_or_roll_back.yml gives dflash.deploy.instance_ready (interval 1 s instead of 5, for
+  # The options the rollout's ready.yml gives dflash.deploy.instance_ready (interval 1 s instead of 5, for
   # resolution), in the file a module reads its arguments from. The module file runs as a program under
   # $PY, with the collection and ansible-core's module_utils (the carried wheels, else $PY's own) on
   # PYTHONPATH: it exits 0 when ready, 1 with its answer (reason, models, ...) when not. unit_exec.py runs the
@@ -523,7 +523,7 @@ stop_unit() {  # LABEL: KillMode=mixed, as serve() stops its server
   kill -KILL -- "-$pid" 2>/dev/null
   log "$1: stopped (pid $pid)"
 }
-ready_argv() {  # PORT SERVED UNIT_INSTANCE: instance_ready's argv, with the options ready_or_roll_back.yml gives it
+ready_argv() {  # PORT SERVED UNIT_INSTANCE: instance_ready's argv, with the options the rollout's ready.yml gives it
   printf '{"ANSIBLE_MODULE_ARGS": {"base": "http://127.0.0.1:%s", "model": "%s", "unit": "sglang-dflash@%s.service", "timeout": %s, "interval": 1, "max_restarts": 0, "env_file": "%s/%s.env"}}' \
     "$1" "$2" "$3" "$READY_TIMEOUT" "$CONF" "$3" > "$RES/ready-$3-$1.args.json"
   echo env PYTHONPATH="$WORK/coll:$WORK/site" "$PY" "$REPO/plugins/modules/instance_ready.py" "$RES/ready-$3-$1.args.json"
@@ -582,7 +582,7 @@ sys.exit(1)' "$RURL"
     GATE=$?
     if [ "$GATE" = 0 ]; then
       mv "$META/perf-tiny.next.json" "$META/perf-tiny.json"
-    else  # refused: back to the configuration it ran, restarted, as ready_or_roll_back.yml does
+    else  # refused: back to the configuration it ran, restarted, as the rollout's roll_back.yml does
       rm -f "$META/perf-tiny.next.json"
       play config-back "$WORK/vars.json" deploy_dflash.yml --tags sglang_service \
         --skip-tags "preflight,sglang_service_verify,stage,$SKIP_SYSTEMD"

@@ -54,8 +54,8 @@ def stub_collection(tmp_path_factory) -> Path:
     (coll / "plugins").symlink_to(REPO / "plugins")
     (coll / "meta").symlink_to(REPO / "meta")
     (coll / "playbooks" / "deploy_dflash.yml").write_text((REPO / "playbooks" / "deploy_dflash.yml").read_text())
-    (coll / "playbooks" / "tasks" / "deploy_locked.yml").write_text(
-        (REPO / "playbooks" / "tasks" / "deploy_locked.yml").read_text())
+    for name in ("deploy_locked.yml", "deploy_finish.yml"):
+        (coll / "playbooks" / "tasks" / name).write_text((REPO / "playbooks" / "tasks" / name).read_text())
     (coll / "playbooks" / "tasks" / "stage_artifacts.yml").write_text(
         yaml.safe_dump(stub_entry("stage", "artifacts")))
     for role in ROLES:

@@ -5,7 +5,7 @@ machine in external mode against stand-ins of the router's worker API and of the
 (tests/support). With the router on, an instance that is a worker is out of the router while the step
 asks its load, the step ends once nothing runs, and it is registered again; with the router off, neither
 the router nor the instances get a request and the deploy's notes are unchanged. After a roll-back
-(roll_back_all.yml's and roll_back_one.yml's own steps, the failure left out), the drained instance is
+(roll_back.yml's and roll_back_one.yml's own steps, the failure left out), the drained instance is
 registered again only when it serves again, and the diagnosis says so. Two instances of one model restart in
 two waves, the router keeping the other while each restarts. The restart itself,
 readiness and the roll-back's restart are the lab's to prove: they need systemd and a served model."""
@@ -51,6 +51,7 @@ def run(root: Path, variables: dict, between=(), ready=True):
              "vars": {"sglang_service_config_dir": str(root / "etc"), **variables,
                       # what the service's switch hands the rollout (sglang_service_switched): the restart set
                       "_rollout_switched": {"restart": variables.get("_rollout_restart", [])},
+                      "_rollout_failure": {},  # nothing of the wave failed (ready.yml notes it when one does)
                       # one wave of the instances restarted (as rollout_wave_plan plans it: drained with the
                       # router on), unless the steps decide the waves (WAVES)
                       **({} if WAVES in between else {"_rollout_wave_plan": {
@@ -192,7 +193,7 @@ def _named(tasks, name):
     return None
 
 
-ROLL_BACK = yaml.safe_load((REPO / "roles" / "rollout" / "tasks" / "roll_back_all.yml").read_text())
+ROLL_BACK = yaml.safe_load((REPO / "roles" / "rollout" / "tasks" / "roll_back.yml").read_text())
 ROLL_BACK_ONE = yaml.safe_load((REPO / "roles" / "rollout" / "tasks" / "roll_back_one.yml").read_text())
 START, REJOIN_AFTER_ROLL_BACK, DIAGNOSIS = (_named(ROLL_BACK, n) for n in (
     "Start the diagnosis", "Register the drained instances that serve again", "Add the router's part to the diagnosis"))
@@ -201,7 +202,7 @@ SAY = _named(ROLL_BACK_ONE, "Say what happened to the instance")
 
 @pytest.mark.parametrize("back_healthy", [True, False])
 def test_after_a_roll_back_the_drained_instance_that_serves_again_is_registered_again(root, back_healthy):
-    """roll_back_all.yml's own steps: the diagnosis started, roll_back_one.yml's line for q1 (brought back to
+    """roll_back.yml's own steps: the diagnosis started, roll_back_one.yml's line for q1 (brought back to
     its previous release, healthy or not), the registration again of what serves, the router's part of the
     diagnosis; the failure itself is not run."""
     with router_standin() as (url, router), loads_standin() as (w1, one):

@@ -378,3 +378,55 @@ def test_results_without_an_instance_are_left_out_of_the_order_and_the_links():
     currents = [link("a", R1), "junk", {"item": "b", "stat": {"islnk": True, "lnk_source": R1}}, {"stat": {}}]
     kept = R.keep_as_previous(currents, R2, trust(a=[]), BASE)
     assert kept == {"keep": [{"name": "a", "target": R1}], "not_kept": []}
+
+
+SECRET = "SGLANG_API_KEY=sekret"
+
+
+@pytest.mark.parametrize(("case", "args", "want"), [
+    ("nothing read or written", ([],), {"restart": [], "current": [], "active": [], "unit": {}, "launcher": {},
+                                        "env": [], "dropin": []}),
+    ("left out altogether", (None, None, None, None, None, None, None),
+     {"restart": [], "current": [], "active": [], "unit": {}, "launcher": {}, "env": [], "dropin": []}),
+    ("names as text, in the given order", ([2, "a"],), {"restart": ["2", "a"], "current": [], "active": [],
+                                                        "unit": {}, "launcher": {}, "env": [], "dropin": []}),
+])
+def test_switched_carries_the_restart_set(case, args, want):
+    assert R.switched(*args) == want, case
+
+
+def test_switched_keeps_only_the_keys_the_rollout_reads():
+    """Of each read and write the keys the rollout's decisions read; never a diff, content or the item's other
+    settings (an env file's write carries its text, the key among it, in --diff)."""
+    instance = {"name": "a", "port": 30001, "api_key": "sekret", "gpus": [1]}
+    current = [dict(link("a", REL), item=instance, changed=False, invocation={"module_args": {"path": "/x"}}),
+               {"item": instance, "stat": {"exists": False, "mode": "0777"}}, "junk"]
+    active = [{"item": instance, "status": {"ActiveState": "active", "UnitFileState": "enabled", "MainPID": "7",
+                                            "Environment": SECRET}}]
+    write = {"changed": True, "backup_file": "/etc/dflash/a.env.1~", "dest": "/etc/dflash/a.env", "mode": "0640",
+             "owner": "root", "group": "sglang", "diff": {"after": SECRET}, "checksum": "ab", "item": instance}
+    unit = {"changed": False, "dest": "/etc/systemd/system/sglang-dflash@.service", "diff": {"after": "[Unit]"}}
+    out = R.switched(["a"], current, active, unit, {"skipped": True}, [write, None], [dict(write, changed=False)])
+    assert out == {
+        "restart": ["a"],
+        "current": [{"item": {"name": "a"}, "stat": {"exists": True, "islnk": True, "lnk_source": REL}},
+                    {"item": {"name": "a"}, "stat": {"exists": False}}],
+        "active": [{"item": {"name": "a"}, "status": {"ActiveState": "active", "UnitFileState": "enabled"}}],
+        "unit": {"changed": False, "dest": "/etc/systemd/system/sglang-dflash@.service"},
+        "launcher": {},
+        "env": [{"changed": True, "backup_file": "/etc/dflash/a.env.1~", "dest": "/etc/dflash/a.env", "mode": "0640",
+                 "owner": "root", "group": "sglang", "item": {"name": "a"}}],
+        "dropin": [{"changed": False, "backup_file": "/etc/dflash/a.env.1~", "dest": "/etc/dflash/a.env",
+                    "mode": "0640", "owner": "root", "group": "sglang", "item": {"name": "a"}}]}
+    assert "sekret" not in repr(out) and "after" not in repr(out)
+    # what the rollout then decides from it: the files an instance gets back, its target, its wave plan
+    assert R.restore_files("a", out["unit"], out["launcher"], out["env"], out["dropin"]) == [
+        {"backup_file": "/etc/dflash/a.env.1~", "dest": "/etc/dflash/a.env", "mode": "0640", "owner": "root",
+         "group": "sglang"}] * 2
+    assert R.rollback_target("a", "/opt/dflash/releases/r3", out["current"], out["active"],
+                             {"target": REL, "errors": []})["to"] == REL
+
+
+def test_switched_reads_an_item_that_is_not_a_mapping_as_nameless():
+    out = R.switched([], [{"item": "a", "stat": {"islnk": True}}], [{"status": None}])
+    assert out["current"] == [{"item": {}, "stat": {"islnk": True}}] and out["active"] == [{"status": {}}]
