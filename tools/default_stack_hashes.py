@@ -1,15 +1,17 @@
 #!/usr/bin/env python3
-"""The sha256 of every file of the versions the collection names by default, shipped with sglang_venv.
+"""The sha256 of every file of the versions the collection names by default, shipped with sglang_venv and
+sglang_router.
 
-    .venv/bin/python tools/default_stack_hashes.py           # rewrite roles/sglang_venv/vars/main.yml (network)
-    .venv/bin/python tools/default_stack_hashes.py --check   # exit 1 if it differs from what would be written
+    .venv/bin/python tools/default_stack_hashes.py           # rewrite both roles' vars/main.yml (network)
+    .venv/bin/python tools/default_stack_hashes.py --check   # exit 1 if either differs from what would be written
 
-The versions are read from roles/sglang_venv/defaults/main.yml, the only place they are named:
-``sglang==<sglang_venv_sglang_version>`` (``dflash_source=upstream``, the default) and the
-``name==version`` of ``sglang_venv_overlay_base`` (``dflash_source=overlay``, extras left out). Other
-exact versions the collection names by default are left out because no lock check reads them:
-``sglang_router_version`` is installed from the router's own lock (roles/sglang_router, not checked
-against known hashes), and kernel_pin names none (its pins are the DFlash source's declaration).
+The versions are read from the roles' defaults, the only place they are named: in
+roles/sglang_venv/defaults/main.yml ``sglang==<sglang_venv_sglang_version>`` (``dflash_source=upstream``, the
+default) and the ``name==version`` of ``sglang_venv_overlay_base`` (``dflash_source=overlay``, extras left
+out), written to roles/sglang_venv/vars/main.yml; in roles/sglang_router/defaults/main.yml
+``sglang-router==<sglang_router_version>``, written to roles/sglang_router/vars/main.yml, which the router's
+install checks its own lock against. kernel_pin names no version (its pins are the DFlash source's
+declaration).
 
 For each version, one call (two versions of one name in one call are a conflict)::
 
@@ -75,6 +77,17 @@ def default_pins(defaults: Path = ROLE / "defaults" / "main.yml") -> list[str]:
     return sorted(set(keys))
 
 
+ROUTER_ROLE = REPO / "roles" / "sglang_router"
+ROUTER_SHIPPED = ROUTER_ROLE / "vars" / "main.yml"
+ROUTER_VARIABLE = "_sglang_router_default_hashes"
+
+
+def router_pins(defaults: Path = ROUTER_ROLE / "defaults" / "main.yml") -> list[str]:
+    """``sglang-router==<sglang_router_version>``, normalized as the lock_hashes filter keys it."""
+    version = str(yaml.safe_load(defaults.read_text())["sglang_router_version"])
+    return [lock_hashes._key("sglang-router", version)]
+
+
 def find_uv(given: str | None) -> str:
     for candidate in (given, os.environ.get("UV"), str(REPO / ".tools" / "uv" / "bin" / "uv"), shutil.which("uv")):
         if candidate and Path(candidate).is_file():
@@ -121,31 +134,46 @@ def render(table: dict, generated: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def render_router(table: dict, generated: str) -> str:
+    lines = ["---",
+             "# sglang_router's internal variables: role vars outrank the inventory; sglang_router_default_hashes",
+             "# (false leaves these out) is the operator's.",
+             "#",
+             "# The sha256 of every file (each platform's wheels and the sdist) that uv's own default index serves",
+             "# for the router version the collection names by default (defaults/main.yml: sglang_router_version).",
+             "# tasks/install_lock.yml refuses a router lock with other bytes under that name and version while",
+             "# sglang_router_default_hashes is true.",
+             generated,
+             "# (per version: `uv pip compile --no-deps --generate-hashes --universal`, uv's own default index).",
+             "# Not edited by hand: `.venv/bin/python tools/default_stack_hashes.py --check` compares it with the",
+             "# index, and tests/unit/test_default_stack_hashes.py with the defaults and the GPU kit's pins.",
+             f"{ROUTER_VARIABLE}:"]
+    for key in sorted(table):
+        lines.append(f'  "{key}":')
+        lines += [f"    - {h}" for h in sorted(table[key])]
+    return "\n".join(lines) + "\n"
+
+
 def generated_line(uv: str, day: str) -> str:
     version = subprocess.run([uv, "--version"], capture_output=True, text=True, check=True).stdout.split()
     return (f"# Generated {day} with uv {version[1] if len(version) > 1 else '?'} by "
             "`.venv/bin/python tools/default_stack_hashes.py`")
 
 
-def shipped_table(text: str) -> dict:
-    return (yaml.safe_load(text) or {}).get(VARIABLE) or {}
+def shipped_table(text: str, variable: str = VARIABLE) -> dict:
+    return (yaml.safe_load(text) or {}).get(variable) or {}
 
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--check", action="store_true", help="exit 1 if the shipped file differs from what would be written")
-    p.add_argument("--uv", help="the uv to run")
-    p.add_argument("--date", default=datetime.date.today().isoformat(), help="the date the header names (YYYY-MM-DD)")
-    args = p.parse_args(argv)
-    uv = find_uv(args.uv)
-    table = {key: hashes_of(uv, key) for key in default_pins()}
-    old = SHIPPED.read_text() if SHIPPED.exists() else ""
+def one_file(uv: str, args, shipped: Path, variable: str, pins, renderer) -> int:
+    """Write (or --check) one role's file of hashes; 0, or 1 when --check finds it differs."""
+    table = {key: hashes_of(uv, key) for key in pins()}
+    old = shipped.read_text() if shipped.exists() else ""
     line = GENERATED.search(old)
     # The date and uv version change only with the hashes (--check compares everything else).
-    keep = line and (args.check or shipped_table(old) == table)
-    new = render(table, line.group(0) if keep else generated_line(uv, args.date))
+    keep = line and (args.check or shipped_table(old, variable) == table)
+    new = renderer(table, line.group(0) if keep else generated_line(uv, args.date))
     summary = ", ".join(f"{k} ({len(v)} files)" for k, v in table.items())
-    where = SHIPPED.relative_to(REPO)
+    where = shipped.relative_to(REPO)
     if args.check:
         if new != old:
             sys.stderr.writelines(difflib.unified_diff(old.splitlines(True), new.splitlines(True), str(where),
@@ -155,11 +183,21 @@ def main(argv=None) -> int:
         print(f"{where} is up to date: {summary}")
         return 0
     if new != old:
-        SHIPPED.parent.mkdir(exist_ok=True)
-        SHIPPED.write_text(new)
+        shipped.parent.mkdir(exist_ok=True)
+        shipped.write_text(new)
     print(f"{'wrote' if new != old else 'unchanged'} {where}: {summary}")
     return 0
 
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--check", action="store_true", help="exit 1 if the shipped file differs from what would be written")
+    p.add_argument("--uv", help="the uv to run")
+    p.add_argument("--date", default=datetime.date.today().isoformat(), help="the date the header names (YYYY-MM-DD)")
+    args = p.parse_args(argv)
+    uv = find_uv(args.uv)
+    rc = one_file(uv, args, SHIPPED, VARIABLE, default_pins, render)
+    return max(rc, one_file(uv, args, ROUTER_SHIPPED, ROUTER_VARIABLE, router_pins, render_router))
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -5,7 +5,7 @@
     {{ lock_text | dflash.deploy.lock_hashes }}
       ->  {"triton==3.6.0": ["fbaa4a30…"], ...}   (normalized name, sha256 hex, sorted)
 
-    {{ lock_text | dflash.deploy.lock_hash_errors(known, wheel_files) }}
+    {{ lock_text | dflash.deploy.lock_hash_errors(known, wheel_files, take) }}
       ->  []  or one line per package, naming it (and its wheel, from a wheelhouse)
 
     {{ slurp_results | dflash.deploy.built_locks }}
@@ -22,7 +22,7 @@ what this host (or the operator) already knows to be the bytes of a name and ver
 ``{"source": "release 5c1e…", "lock": "<lock text>"}`` (a built release's lock) or
 ``{"source": "sglang_venv_pinned_hashes", "hashes": {"name==version": ["<hex>", ...]}}`` (a table: the
 operator's pins, the fleet's hashes file, or the collection's hashes of its default versions, which
-sglang_venv ships in its vars/main.yml).
+sglang_venv and sglang_router ship in their vars/main.yml).
 
 A lock is refused when a package in it has no sha256 (uv could not pin it, so `uv pip sync
 --require-hashes` would stop later, after the venv was made), or when a name and version
@@ -127,18 +127,20 @@ def _recorded(known) -> dict:
     return recorded
 
 
-def _unvouched(label: str, key: str, hashes: set, have: set, sources: list) -> str:
-    """The refusal of the hashes of ``key`` that no known source vouches for (one line)."""
+def _unvouched(label: str, key: str, hashes: set, have: set, sources: list, take: str | None = None) -> str:
+    """The refusal of the hashes of ``key`` that no known source vouches for (one line); ``take``: how the
+    operator takes such bytes on purpose (sglang_venv's variables unless given)."""
+    take = take or f"sglang_venv_accept_new_hashes=true or by adding it to sglang_venv_pinned_hashes['{key}']"
     return (f"{label} is sha256 {_short(hashes)}, but {' and '.join(sources)} recorded sha256 {_short(have)} for "
             f"the same name and version: sha256 {', '.join(sorted(hashes - have))} is in no record, and bytes no "
             "record vouches for are refused, beside recorded ones too (uv pip sync installs the most specific "
-            "file the lock lists): remove or replace the file, or take it on purpose with "
-            f"sglang_venv_accept_new_hashes=true or by adding it to sglang_venv_pinned_hashes['{key}']")
+            f"file the lock lists): remove or replace the file, or take it on purpose with {take}")
 
 
-def lock_hash_errors(text, known=None, wheel_files=None) -> list:
+def lock_hash_errors(text, known=None, wheel_files=None, take=None) -> list:
     """One line per package of the lock that has no sha256, or that lists a sha256 no known source
-    records for the same name and version (see the module's docstring)."""
+    records for the same name and version (see the module's docstring). ``take``: how the refusal tells the
+    operator to take such bytes on purpose (default: sglang_venv's accept_new_hashes and pinned_hashes)."""
     new = lock_hashes(text)
     recorded = _recorded(known)
     wheels: dict = {}
@@ -158,7 +160,7 @@ def lock_hash_errors(text, known=None, wheel_files=None) -> list:
             errors.append(f"{label(key)} has no sha256 in the lock (uv pip compile --generate-hashes gave none): "
                           "it cannot be installed with --require-hashes")
         elif key in recorded and not hashes <= recorded[key][0]:
-            errors.append(_unvouched(label(key), key, hashes, *recorded[key]))
+            errors.append(_unvouched(label(key), key, hashes, *recorded[key], take=take))
     return errors
 
 

@@ -132,3 +132,70 @@ def test_a_fresh_host_of_a_fresh_fleet_refuses_the_fixture_unless_the_switch_is_
                               f"sglang==0.5.11 is sha256 {FIXTURE[:16]}…, but {SOURCE} recorded sha256 "), message
     assert f"sha256 {FIXTURE} is in no record" in message and "torch" not in message and "\n" not in message.strip()
     assert not (tmp_path / "hosts").exists()  # nothing was built anywhere
+
+
+ROUTER_SHIPPED = REPO / "roles" / "sglang_router" / "vars" / "main.yml"
+ROUTER_TABLE = yaml.safe_load(ROUTER_SHIPPED.read_text())["_sglang_router_default_hashes"]
+ROUTER_PUBLISHED = "ba5a24951e5e0357fe390782fcd1abd861448a87216832dbf2e501a1dd1548eb"  # 0.3.2 manylinux x86_64
+
+
+def test_the_routers_shipped_file_names_its_default_version_and_the_kits_wheel():
+    defaults = yaml.safe_load((REPO / "roles" / "sglang_router" / "defaults" / "main.yml").read_text())
+    assert defaults["sglang_router_default_hashes"] is True
+    assert sorted(ROUTER_TABLE) == tool.router_pins() == ["sglang-router==" + defaults["sglang_router_version"]]
+    # uv's default index on 2026-12-07: sglang-router 0.3.2, eight files
+    assert {k: len(v) for k, v in ROUTER_TABLE.items()} == {"sglang-router==0.3.2": 8}
+    assert ROUTER_PUBLISHED in ROUTER_TABLE["sglang-router==0.3.2"]
+    text = ROUTER_SHIPPED.read_text()
+    assert tool.render_router(ROUTER_TABLE, tool.GENERATED.search(text).group(0)) == text
+    assert not re.search(r"https?://|pypi", text)
+    # the GPU kit's real router wheel (set c, the surge step) is among them
+    kit = mod.lock_hashes((REPO / "tests" / "gpu" / "kit" / "c.txt").read_text())
+    assert kit["sglang-router==0.3.2"] and set(kit["sglang-router==0.3.2"]) <= set(ROUTER_TABLE["sglang-router==0.3.2"])
+
+
+def _router_lock(*hashes: str, version: str = "0.3.2") -> str:
+    text = f"sglang-router=={version} \\\n" + " \\\n".join(f"    --hash=sha256:{h}" for h in hashes) + "\n"
+    return text + "uvicorn==0.38.0 \\\n    --hash=sha256:" + "d" * 64 + "\n"
+
+
+def test_the_router_install_refuses_a_lock_with_bytes_the_collection_does_not_record(tmp_path):
+    """The router role's own install_lock.yml, real ansible-playbook over local hosts, uv a stand-in that prints
+    each host's lock: the fixture's bytes under the default version are refused in one line naming the hashes and
+    how to take them; the published file passes, as does another version, or the switch off; a package without
+    a sha256 is refused whatever the switch."""
+    role_collection(tmp_path, ("host_layout", "instances", "sglang_router"))
+    uv = tmp_path / "uv"
+    uv.write_text('#!/bin/sh\ncase "$1" in python) echo /usr/bin/python3;; pip) cat "$LOCK_FILE";; esac\n')
+    uv.chmod(0o755)
+    locks = {"fixture_on": _router_lock(FIXTURE), "published_on": _router_lock(ROUTER_PUBLISHED),
+             "fixture_off": _router_lock(FIXTURE), "other_version": _router_lock(FIXTURE, version="0.3.3"),
+             "no_hash_off": "sglang-router==0.3.2\n"}
+    hosts = {}
+    for host, lock in locks.items():
+        (tmp_path / f"{host}.lock").write_text(lock)
+        hosts[host] = {"_sglang_router_uv_env": {"LOCK_FILE": str(tmp_path / f"{host}.lock")}}
+    hosts["fixture_off"]["sglang_router_default_hashes"] = False
+    hosts["no_hash_off"]["sglang_router_default_hashes"] = False
+    (tmp_path / "hosts.yml").write_text(yaml.safe_dump({"all": {"vars": {
+        "ansible_connection": "local", "ansible_python_interpreter": sys.executable, "sglang_router_uv_path": str(uv),
+        "_sglang_router_uv_index_env": {}, "_sglang_router_index_args": [],
+        "sglang_router_base_dir": str(tmp_path / "hosts") + "/{{ inventory_hostname }}"}, "hosts": hosts}}))
+    (tmp_path / "play.yml").write_text(yaml.safe_dump([{
+        "name": "The router's lock", "hosts": "all", "gather_facts": False, "tasks": [
+            {"name": "Lock and check", "ansible.builtin.include_role": {
+                "name": "dflash.deploy.sglang_router", "tasks_from": "install_lock", "rolespec_validate": False}}]}]))
+    rc, out = run_play_json(tmp_path)
+    assert rc != 0
+    checks = {host: result for task in out["plays"][0]["tasks"] for host, result in task["hosts"].items()
+              if task["task"]["name"].rsplit(" : ", 1)[-1].startswith("Refuse a router lock")}
+    assert sorted(checks) == sorted(hosts), out
+    assert {h for h, r in checks.items() if r.get("failed")} == {"fixture_on", "no_hash_off"}, checks
+    message = checks["fixture_on"]["msg"]
+    assert message.startswith(f"sglang-router 0.3.2 was not installed in {tmp_path}/hosts/fixture_on/router/0.3.2: "
+                              f"sglang-router==0.3.2 is sha256 {FIXTURE[:16]}…, but the collection's hashes of the "
+                              "router's default version (roles/sglang_router/vars/main.yml) recorded sha256 "), message
+    assert f"sha256 {FIXTURE} is in no record" in message and message.strip().endswith(
+        "take it on purpose with sglang_router_default_hashes=false") and "uvicorn" not in message
+    assert "has no sha256 in the lock" in checks["no_hash_off"]["msg"]
+    assert not (tmp_path / "hosts").exists()  # nothing was installed anywhere
