@@ -113,45 +113,45 @@ def hashes_of(uv: str, key: str) -> list[str]:
     return table[key]
 
 
-def render(table: dict, generated: str) -> str:
-    lines = ["---",
-             "# sglang_venv's internal variables: role vars outrank the inventory; sglang_venv_default_stack_hashes",
-             "# (false leaves these out) and sglang_venv_pinned_hashes (added to them) are the operator's.",
-             "#",
-             "# The sha256 of every file (each platform's wheels and the sdist) that uv's own default index serves",
-             "# for the versions the collection names by default (defaults/main.yml: sglang_venv_sglang_version,",
-             "# sglang_venv_overlay_base). tasks/lock_hashes.yml counts them as one more known source while",
-             "# sglang_venv_default_stack_hashes is true, so the first host of the first fleet refuses other bytes",
-             "# under these names and versions too.",
-             generated,
-             "# (per version: `uv pip compile --no-deps --generate-hashes --universal`, uv's own default index).",
-             "# Not edited by hand: `.venv/bin/python tools/default_stack_hashes.py --check` compares it with the",
-             "# index, and tests/unit/test_default_stack_hashes.py with the defaults and the GPU kit's pins.",
-             f"{VARIABLE}:"]
+_FOOTER = ["# (per version: `uv pip compile --no-deps --generate-hashes --universal`, uv's own default index).",
+           "# Not edited by hand: `.venv/bin/python tools/default_stack_hashes.py --check` compares it with the",
+           "# index, and tests/unit/test_default_stack_hashes.py with the defaults and the GPU kit's pins."]
+
+
+def _render(header: list, variable: str, table: dict, generated: str) -> str:
+    """A role's vars file of hashes: its header, the Generated line, how it was made, then the table."""
+    lines = ["---", *header, generated, *_FOOTER, f"{variable}:"]
     for key in sorted(table):
         lines.append(f'  "{key}":')
         lines += [f"    - {h}" for h in sorted(table[key])]
     return "\n".join(lines) + "\n"
+
+
+VENV_HEADER = [
+    "# sglang_venv's internal variables: role vars outrank the inventory; sglang_venv_default_stack_hashes",
+    "# (false leaves these out) and sglang_venv_pinned_hashes (added to them) are the operator's.",
+    "#",
+    "# The sha256 of every file (each platform's wheels and the sdist) that uv's own default index serves",
+    "# for the versions the collection names by default (defaults/main.yml: sglang_venv_sglang_version,",
+    "# sglang_venv_overlay_base). tasks/lock_hashes.yml counts them as one more known source while",
+    "# sglang_venv_default_stack_hashes is true, so the first host of the first fleet refuses other bytes",
+    "# under these names and versions too."]
+ROUTER_HEADER = [
+    "# sglang_router's internal variables: role vars outrank the inventory; sglang_router_default_hashes",
+    "# (false leaves these out) is the operator's.",
+    "#",
+    "# The sha256 of every file (each platform's wheels and the sdist) that uv's own default index serves",
+    "# for the router version the collection names by default (defaults/main.yml: sglang_router_version).",
+    "# tasks/install_lock.yml refuses a router lock with other bytes under that name and version while",
+    "# sglang_router_default_hashes is true."]
+
+
+def render(table: dict, generated: str) -> str:
+    return _render(VENV_HEADER, VARIABLE, table, generated)
 
 
 def render_router(table: dict, generated: str) -> str:
-    lines = ["---",
-             "# sglang_router's internal variables: role vars outrank the inventory; sglang_router_default_hashes",
-             "# (false leaves these out) is the operator's.",
-             "#",
-             "# The sha256 of every file (each platform's wheels and the sdist) that uv's own default index serves",
-             "# for the router version the collection names by default (defaults/main.yml: sglang_router_version).",
-             "# tasks/install_lock.yml refuses a router lock with other bytes under that name and version while",
-             "# sglang_router_default_hashes is true.",
-             generated,
-             "# (per version: `uv pip compile --no-deps --generate-hashes --universal`, uv's own default index).",
-             "# Not edited by hand: `.venv/bin/python tools/default_stack_hashes.py --check` compares it with the",
-             "# index, and tests/unit/test_default_stack_hashes.py with the defaults and the GPU kit's pins.",
-             f"{ROUTER_VARIABLE}:"]
-    for key in sorted(table):
-        lines.append(f'  "{key}":')
-        lines += [f"    - {h}" for h in sorted(table[key])]
-    return "\n".join(lines) + "\n"
+    return _render(ROUTER_HEADER, ROUTER_VARIABLE, table, generated)
 
 
 def generated_line(uv: str, day: str) -> str:
