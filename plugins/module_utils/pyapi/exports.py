@@ -20,6 +20,7 @@ Standard library only; Python 3.8 syntax.
 """
 
 import ast
+from collections import deque
 from dataclasses import dataclass
 from typing import Optional, Tuple
 
@@ -127,33 +128,62 @@ def _adds_names(call, parents):
     return True
 
 
-def _dynamic_reason(tree):
-    """Why the module's namespace is not readable from its text (anywhere in the file), or None."""
-    for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == "__getattr__":
-            return "module-level __getattr__ (PEP 562)"
+def _scan(tree):
+    """One pass over every node, in ``ast.walk``'s order (breadth first): the names of the ``global``
+    statements, and the nodes the namespace checks read (calls of a plain name, subscripts written to)."""
+    global_names, found = [], []
+    todo = deque([tree])
+    while todo:
+        node = todo.popleft()
+        for field in node._fields:
+            value = getattr(node, field, None)
+            if isinstance(value, ast.AST):
+                todo.append(value)
+            elif isinstance(value, list):
+                todo.extend(item for item in value if isinstance(item, ast.AST))
+        if isinstance(node, ast.Global):
+            global_names.extend(node.names)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            found.append(node)
+        elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store):
+            found.append(node)
+    return global_names, found
+
+
+def _parents(tree):
     parents = {}
     for node in ast.walk(tree):
         for child in ast.iter_child_nodes(node):
             parents[child] = node
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+    return parents
+
+
+def _dynamic_reason(tree, found):
+    """Why the module's namespace is not readable from its text (anywhere in the file), or None; ``found``:
+    _scan's nodes. The parent map is built only for a file that calls ``globals()``/``vars()``."""
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == "__getattr__":
+            return "module-level __getattr__ (PEP 562)"
+    parents = None
+    for node in found:
+        if isinstance(node, ast.Call):
             if node.func.id == "exec":
                 return "exec() call"
             if node.func.id == "setattr" and node.args and _is_sys_modules_item(node.args[0]):
                 return "setattr() on a sys.modules entry"
-            if _is_namespace_call(node) and _adds_names(node, parents):
-                return "%s() written to" % node.func.id
-        if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store) and _is_sys_modules(node.value):
+            if _is_namespace_call(node):
+                parents = _parents(tree) if parents is None else parents
+                if _adds_names(node, parents):
+                    return "%s() written to" % node.func.id
+        elif _is_sys_modules(node.value):
             return "assignment to sys.modules"
     return None
 
 
-def _namespace_constant_keys(tree):
-    """Names written as ``globals()["name"] = ...``."""
-    return [_constant_key(node) for node in ast.walk(tree)
-            if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store) and _is_namespace_call(node.value)
-            and _constant_key(node) is not None]
+def _namespace_constant_keys(found):
+    """Names written as ``globals()["name"] = ...`` (``found``: _scan's nodes)."""
+    return [_constant_key(node) for node in found
+            if isinstance(node, ast.Subscript) and _is_namespace_call(node.value) and _constant_key(node) is not None]
 
 
 def _is_sys_modules_item(node):
@@ -210,13 +240,12 @@ def export_table(tree, module, is_package=False):
                     names.add(alias.asname or alias.name)
         elif type(node).__name__ in ("MatchAs", "MatchStar") and getattr(node, "name", None):
             names.add(node.name)
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Global):
-            names.update(node.names)
-    names.update(_namespace_constant_keys(tree))
+    global_names, found = _scan(tree)
+    names.update(global_names)
+    names.update(_namespace_constant_keys(found))
     all_names = _all_literal(tree)
     return ExportTable(frozenset(names), None if all_names is None else frozenset(all_names), tuple(stars),
-                       _dynamic_reason(tree))
+                       _dynamic_reason(tree, found))
 
 
 def star_names(table):
