@@ -59,7 +59,8 @@ def importer_venv() -> Path:
         return VENV
     print(f"galaxy-import: making {VENV.relative_to(REPO)} from {PINS.relative_to(REPO)}", flush=True)
     for cmd in ([str(UV), "venv", "--quiet", "--clear", "--python", python, str(VENV)],
-                [str(UV), "pip", "sync", "--quiet", "--python", str(VENV / "bin" / "python"), str(PINS)]):
+                [str(UV), "pip", "sync", "--quiet", "--compile-bytecode", "--python", str(VENV / "bin" / "python"),
+                 str(PINS)]):
         proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
         if proc.returncode != 0:
             raise ImportError_(f"{' '.join(cmd)} failed (rc {proc.returncode}): {proc.stderr.strip()[-2000:]}")

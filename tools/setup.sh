@@ -27,7 +27,8 @@ if [ ! -x "$UV" ] || [ "$("$UV" --version 2>/dev/null | awk '{print $2}')" != "$
 fi
 
 stamp=.venv/.toolchain.sha256
-want=$(sha256sum requirements/toolchain.txt | awk '{print $1}')
+# "bytecode": the venv is installed with its bytecode compiled (below); a venv made before that is synced again.
+want="$(sha256sum requirements/toolchain.txt | awk '{print $1}') bytecode"
 # A .venv on another Python (an older checkout's) is made again, not patched.
 if [ -x .venv/bin/python ] && ! .venv/bin/python -c "import sys; sys.exit('%d.%d' % sys.version_info[:2] != '$TOOLCHAIN_PYTHON')"; then
   echo "setup: .venv is not on Python $TOOLCHAIN_PYTHON: making it again"
@@ -36,7 +37,10 @@ fi
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ] || [ ! -x .venv/bin/python ]; then
   echo "setup: creating .venv ($PY) and installing requirements/toolchain.txt"
   [ -x .venv/bin/python ] || "$UV" venv --quiet --python "$PY" .venv
-  "$UV" pip sync --quiet --python .venv/bin/python requirements/toolchain.txt
+  # --compile-bytecode: every interpreter of the toolchain (each ansible-playbook, molecule, pytest, ansible-lint and
+  # the lab's controller) imports .pyc files instead of compiling its sources again: where PYTHONDONTWRITEBYTECODE
+  # is set, as on CI's machines, nothing else ever writes them. A trivial playbook: 2.8 s of CPU without, 1.5 s with.
+  "$UV" pip sync --quiet --compile-bytecode --python .venv/bin/python requirements/toolchain.txt
   echo "$want" > "$stamp"
 else
   echo "setup: .venv matches requirements/toolchain.txt (no network needed)"

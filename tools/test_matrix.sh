@@ -52,7 +52,7 @@ make_venv() {
   echo "$venv: creating from $pins with $PYTHON"
   rm -rf "$venv"
   "$UV" venv --quiet --python "$PYTHON" "$venv" &&
-    "$UV" pip sync --quiet --python "$venv/bin/python" "$pins" &&
+    "$UV" pip sync --quiet --compile-bytecode --python "$venv/bin/python" "$pins" &&
     echo "$want" > "$venv/.matrix-pins"
 }
 
